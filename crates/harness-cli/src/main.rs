@@ -1,1 +1,132 @@
-fn main() {}
+//! The `tiny-harness` binary: argument parsing, then a call into the `tiny-harness` crate.
+//!
+//! Exit codes: 0 after a clean stop, 2 for a configuration error (the message names the key
+//! and the file), 1 for anything else.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tiny_harness::{Config, ConfigError, Harness, HarnessError, TemporalMode};
+
+#[derive(Parser)]
+#[command(name = "tiny-harness", version, about = "A durable A2A agent server on Temporal")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run everything on one machine: embedded Temporal dev server, SQLite, worker, server.
+    Dev(RunArgs),
+    /// Run with the configuration as written (`[temporal] mode = "remote"` to join a cluster).
+    Serve(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Port of the A2A server (default 8080, or `[server] port`).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Where the store, the dev server's database and generated files live.
+    #[arg(long, default_value = "./.tiny-harness")]
+    data_dir: PathBuf,
+    /// A TOML configuration file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Model provider: `echo`, `scripted` (with `[models.scripted] file`) or `scripted:FILE`.
+    #[arg(long)]
+    model: Option<String>,
+    /// Task lifecycle: `conversation` or `one-shot`.
+    #[arg(long)]
+    lifecycle: Option<String>,
+}
+
+const CONFIG_ERROR: u8 = 2;
+
+fn load(args: &RunArgs, force_embedded: bool) -> Result<Config, ConfigError> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path, &args.data_dir)?,
+        None => Config::with_data_dir(&args.data_dir),
+    };
+    if force_embedded {
+        config.temporal.mode = TemporalMode::Embedded;
+    }
+    if let Some(port) = args.port {
+        config.server.port = port;
+    }
+    if let Some(model) = &args.model {
+        match model.split_once(':') {
+            Some(("scripted", file)) => {
+                config.models.scripted.file = Some(PathBuf::from(file));
+                config.agent.model = "scripted".into();
+            }
+            _ => config.agent.model = model.clone(),
+        }
+    }
+    if let Some(lifecycle) = &args.lifecycle {
+        config.agent.lifecycle = lifecycle.parse().map_err(|e| ConfigError(format!("--lifecycle: {e}")))?;
+    }
+    Ok(config)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+}
+
+async fn run(args: RunArgs, force_embedded: bool) -> Result<(), HarnessError> {
+    let config = load(&args, force_embedded)?;
+    let addr = format!("{}:{}", config.server.host, config.server.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| ConfigError(format!("cannot listen on {addr} (`server.port`): {e}")))?;
+    let local = listener.local_addr().map_err(|e| ConfigError(e.to_string()))?;
+    let base_url = format!("http://{local}");
+    let harness = Harness::start(&config, &base_url).await?;
+    let app = harness.router();
+    println!("tiny-harness is serving on {base_url}");
+    println!("  agent card: {base_url}/.well-known/agent-card.json");
+    println!("  JSON-RPC:   {base_url}/a2a/jsonrpc    HTTP+JSON: {base_url}/a2a/rest");
+    println!("  data dir:   {}   model: {}   Ctrl-C stops", config.data_dir.display(), config.agent.model);
+    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await;
+    eprintln!("tiny-harness: stopping");
+    harness.stop().await;
+    served.map_err(|e| HarnessError::Worker(format!("the server failed: {e}")))
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,tiny_harness=info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tiny-harness: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Dev(args) => run(args, true).await,
+            Command::Serve(args) => run(args, false).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(HarnessError::Config(e)) => {
+            eprintln!("tiny-harness: configuration error: {e}");
+            ExitCode::from(CONFIG_ERROR)
+        }
+        Err(e) => {
+            eprintln!("tiny-harness: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

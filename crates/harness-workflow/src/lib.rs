@@ -1,1 +1,27 @@
-//! placeholder
+//! The durable core: `TaskWorkflow` (one per task, id = task id), its inbox, the
+//! activities it calls (`emit_event`, `call_model`), the model providers (D6) and the
+//! redaction applied to every message before it reaches the workflow (S4).
+//!
+//! Owns: every decision about a task's lifecycle (D5), in deterministic workflow code.
+//! Must never: do I/O from workflow code (activities do), use tokio primitives inside the
+//! workflow (TEMPORAL-RUST.md item 7), or rename a workflow, update, query, signal or
+//! activity name (recorded histories would stop replaying).
+
+pub mod activities;
+pub mod models;
+pub mod redaction;
+mod types;
+mod workflow;
+
+pub use activities::Activities;
+pub use types::*;
+pub use workflow::TaskWorkflow;
+
+/// The namespace prefix of this project's A2A extensions (EXTENSIONS.md).
+pub const EXT_NS: &str = "io.github.madarauchiha-314.tiny-harness";
+/// Metadata key of the status extension (`{"substate": ...}`).
+pub fn status_ext_key() -> String {
+    format!("{EXT_NS}/status")
+}
+/// Substate of a conversation between turns (D5).
+pub const AWAITING_NEXT_MESSAGE: &str = "awaiting-next-message";

@@ -1,1 +1,14 @@
-//! placeholder
+//! tiny-harness as a library: the configuration, the [`Harness`] that wires the store, the
+//! Temporal worker and the A2A server together, and the embedded Temporal dev server.
+//! `harness-cli` is argument parsing plus a call into this crate, so a host embeds exactly
+//! what the CLI runs.
+
+mod card;
+pub mod config;
+mod handler;
+mod harness;
+pub mod temporal_dev;
+
+pub use config::{Config, ConfigError, TemporalMode};
+pub use handler::{HarnessHandler, StopAt};
+pub use harness::{Harness, HarnessError};

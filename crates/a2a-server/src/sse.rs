@@ -1,0 +1,47 @@
+//! SSE framing: one `data:` line per event. The first event is fetched before the response
+//! starts, so an error there is an ordinary error response (CHEATSHEET §6); an error later
+//! is an `event: error` and ends the stream.
+
+use crate::EventStream;
+use a2a_types::{A2AError, StreamResponse};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::Value;
+
+/// How each event and error is wrapped for a binding.
+pub(crate) trait Framing: Send + Sync + 'static {
+    fn event(&self, e: &StreamResponse) -> Value;
+    fn error(&self, e: &A2AError) -> Value;
+}
+
+/// Waits for the first event, then answers with an SSE response. `Err` when the stream
+/// failed before its first event.
+pub(crate) async fn respond(mut stream: EventStream, framing: impl Framing) -> Result<Response, A2AError> {
+    let first = match stream.next().await {
+        Some(Ok(first)) => first,
+        Some(Err(e)) => return Err(e),
+        None => return Err(A2AError::internal("the stream ended before its first event")),
+    };
+    let framing = std::sync::Arc::new(framing);
+    let f = framing.clone();
+    let head = futures::stream::once(async move { Ok(first) });
+    let events = head.chain(stream).scan(false, move |failed, item| {
+        if *failed {
+            return futures::future::ready(None);
+        }
+        let event = match item {
+            Ok(e) => Event::default().data(f.event(&e).to_string()),
+            Err(err) => {
+                *failed = true;
+                Event::default().event("error").data(f.error(&err).to_string())
+            }
+        };
+        futures::future::ready(Some(Ok::<_, std::convert::Infallible>(event)))
+    });
+    let mut response = Sse::new(events).into_response();
+    let h = response.headers_mut();
+    h.insert("cache-control", "no-store".parse().expect("header"));
+    h.insert("x-accel-buffering", "no".parse().expect("header"));
+    Ok(response)
+}

@@ -1,0 +1,88 @@
+//! The inbox audit (S5): every incoming message is written here before it is
+//! acknowledged, refused ones included, with the outcome.
+
+use crate::{Store, StoreError, now};
+use a2a_types::Message;
+use sqlx::Row;
+
+/// What happened to an inbox item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InboxOutcome {
+    /// Written, not yet delivered to the workflow.
+    Received,
+    /// The workflow's inbox accepted it.
+    Accepted,
+    /// Refused, with the reason given to the client.
+    Refused(String),
+}
+
+impl InboxOutcome {
+    fn as_text(&self) -> String {
+        match self {
+            Self::Received => "received".into(),
+            Self::Accepted => "accepted".into(),
+            Self::Refused(why) => format!("refused: {why}"),
+        }
+    }
+}
+
+/// One audit row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboxRow {
+    pub request_id: String,
+    pub task_id: String,
+    pub message_id: String,
+    pub outcome: String,
+    pub body: String,
+}
+
+impl Store {
+    /// Writes the audit row of an incoming (already redacted) message.
+    pub async fn record_inbox(&self, request_id: &str, task_id: &str, message: &Message, outcome: InboxOutcome) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body) VALUES ($1, $2, $3, $4, $5, $6)")
+            .bind(request_id)
+            .bind(task_id)
+            .bind(&message.message_id)
+            .bind(now())
+            .bind(outcome.as_text())
+            .bind(serde_json::to_string(message)?)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Records what happened to an audited message.
+    pub async fn set_inbox_outcome(&self, request_id: &str, outcome: InboxOutcome) -> Result<(), StoreError> {
+        sqlx::query("UPDATE inbox SET outcome = $2 WHERE request_id = $1")
+            .bind(request_id)
+            .bind(outcome.as_text())
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The audit rows of a task, oldest first.
+    pub async fn inbox_of(&self, task_id: &str) -> Result<Vec<InboxRow>, StoreError> {
+        let rows = sqlx::query("SELECT request_id, task_id, message_id, outcome, body FROM inbox WHERE task_id = $1 ORDER BY received_at, request_id")
+            .bind(task_id)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(InboxRow {
+                    request_id: r.try_get("request_id")?,
+                    task_id: r.try_get("task_id")?,
+                    message_id: r.try_get("message_id")?,
+                    outcome: r.try_get("outcome")?,
+                    body: r.try_get("body")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Every audit row (newest last); used by tests and operators.
+    pub async fn inbox_count(&self) -> Result<i64, StoreError> {
+        let r = sqlx::query("SELECT COUNT(*) AS n FROM inbox").fetch_one(self.pool()).await?;
+        Ok(r.try_get("n")?)
+    }
+}

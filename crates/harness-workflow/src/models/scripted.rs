@@ -1,0 +1,134 @@
+//! `scripted`: replies read from a TOML file, for tests and demos. Each reply can match a
+//! substring of the user's message, stream several chunks with delays, or fail.
+//!
+//! ```toml
+//! [[reply]]
+//! when = "weather"            # optional: used when the user's text contains this
+//! chunks = ["It is ", "sunny."]
+//! delay_ms = 50               # optional: pause before each chunk
+//!
+//! [[reply]]                   # replies without `when` are used in turn order
+//! chunks = ["Thinking...", " done."]
+//!
+//! [[reply]]
+//! when = "explode"
+//! fail = "the scripted model failed"
+//! ```
+
+use super::{DeltaStream, ModelError, ModelProvider, ModelRequest, last_user_text};
+use futures::StreamExt;
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// One scripted reply.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedReply {
+    #[serde(default)]
+    pub when: Option<String>,
+    #[serde(default)]
+    pub chunks: Vec<String>,
+    #[serde(default)]
+    pub delay_ms: u64,
+    #[serde(default)]
+    pub fail: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    reply: Vec<ScriptedReply>,
+}
+
+/// The scripted model.
+#[derive(Clone, Debug)]
+pub struct ScriptedModel {
+    replies: Vec<ScriptedReply>,
+}
+
+impl ScriptedModel {
+    /// Reads a script; the error names the file and what is wrong with it.
+    pub fn from_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read scripted model file {}: {e}", path.display()))?;
+        Self::from_toml(&text).map_err(|e| format!("scripted model file {}: {e}", path.display()))
+    }
+
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let file: ScriptFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        if file.reply.is_empty() {
+            return Err("no [[reply]] entries".into());
+        }
+        for (i, r) in file.reply.iter().enumerate() {
+            if r.chunks.is_empty() && r.fail.is_none() {
+                return Err(format!("reply {} has neither `chunks` nor `fail`", i + 1));
+            }
+        }
+        Ok(Self { replies: file.reply })
+    }
+
+    /// The reply for a turn: the first whose `when` the user's text contains, else the
+    /// replies without `when` in turn order.
+    fn pick(&self, request: &ModelRequest) -> ScriptedReply {
+        let text = last_user_text(&request.history);
+        if let Some(r) = self.replies.iter().find(|r| r.when.as_deref().is_some_and(|w| text.contains(w))) {
+            return r.clone();
+        }
+        let plain: Vec<&ScriptedReply> = self.replies.iter().filter(|r| r.when.is_none()).collect();
+        if plain.is_empty() {
+            return ScriptedReply { chunks: vec![format!("(no scripted reply for: {text})")], ..Default::default() };
+        }
+        plain[(request.turn.max(1) as usize - 1) % plain.len()].clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for ScriptedModel {
+    async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
+        let reply = self.pick(&request);
+        if let Some(message) = reply.fail {
+            return Err(ModelError { message, retryable: false });
+        }
+        let delay = Duration::from_millis(reply.delay_ms);
+        Ok(futures::stream::iter(reply.chunks)
+            .then(move |chunk| async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                Ok(chunk)
+            })
+            .boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2a_types::{Message, Part, Role};
+
+    fn req(text: &str, turn: u32) -> ModelRequest {
+        let m = Message { message_id: "m".into(), role: Role::User, parts: vec![Part::text(text)], ..Default::default() };
+        ModelRequest { history: vec![m], turn }
+    }
+
+    #[tokio::test]
+    async fn replies_match_then_rotate_by_turn_and_can_fail() {
+        let model = ScriptedModel::from_toml(
+            "[[reply]]\nwhen = \"weather\"\nchunks = [\"sunny\"]\n[[reply]]\nchunks = [\"a\", \"b\"]\n[[reply]]\nchunks = [\"c\"]\n[[reply]]\nwhen = \"boom\"\nfail = \"scripted failure\"\n",
+        )
+        .unwrap();
+        let collect = |r| async { model.stream(r).await.map(|s| s.map(|d| d.unwrap()).collect::<Vec<_>>()) };
+        assert_eq!(collect(req("the weather?", 1)).await.unwrap().await, vec!["sunny"]);
+        assert_eq!(collect(req("hi", 1)).await.unwrap().await, vec!["a", "b"]);
+        assert_eq!(collect(req("hi", 2)).await.unwrap().await, vec!["c"]);
+        assert_eq!(collect(req("boom", 3)).await.err().unwrap().message, "scripted failure");
+    }
+
+    #[test]
+    fn a_bad_script_is_refused_naming_the_problem() {
+        let err = ScriptedModel::from_toml("[[reply]]\nwhen = \"x\"\n").unwrap_err();
+        assert_eq!(err, "reply 1 has neither `chunks` nor `fail`");
+        let err = ScriptedModel::from_toml("[[reply]]\nchunk = [\"x\"]\n").unwrap_err();
+        assert!(err.contains("unknown field `chunk`"), "{err}");
+    }
+}

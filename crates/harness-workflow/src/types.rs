@@ -1,0 +1,144 @@
+//! Inputs and outputs of `TaskWorkflow`'s handlers and activities (one struct each).
+
+use a2a_types::{Message, StreamResponse, Task, TaskState};
+use serde::{Deserialize, Serialize};
+
+/// How a task ends (D5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lifecycle {
+    /// After each turn the task parks INPUT_REQUIRED / awaiting-next-message.
+    #[default]
+    Conversation,
+    /// The task completes when the model's turn ends.
+    OneShot,
+}
+
+impl std::str::FromStr for Lifecycle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "conversation" => Ok(Self::Conversation),
+            "one-shot" => Ok(Self::OneShot),
+            other => Err(format!("unknown lifecycle `{other}` (expected `conversation` or `one-shot`)")),
+        }
+    }
+}
+
+/// The workflow's input: what a new task is.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskInput {
+    pub task_id: String,
+    pub context_id: String,
+    pub task_queue: String,
+    pub lifecycle: Lifecycle,
+    /// Model provider name (D6), e.g. `echo`.
+    pub model: String,
+}
+
+/// One message for the task's inbox (the `inbox` update's input). Already redacted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InboxItem {
+    /// The inbox audit row of this message.
+    pub request_id: String,
+    pub message: Message,
+}
+
+/// The `inbox` update's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    pub accepted: bool,
+    /// The newest seq of the log when the message was accepted: the events this message
+    /// causes come after it.
+    pub cursor: i64,
+    pub state: TaskState,
+    /// The task as the workflow sees it, the accepted message in its history.
+    pub task: Task,
+}
+
+/// The `cancel` signal's input.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    pub reason: String,
+}
+
+/// `emit_event`'s input.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmitInput {
+    pub task_id: String,
+    pub task_queue: String,
+    pub key: String,
+    pub event: StreamResponse,
+    pub snapshot: Option<Task>,
+}
+
+/// `call_model`'s input: one turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelTurn {
+    pub task_id: String,
+    pub context_id: String,
+    pub task_queue: String,
+    pub model: String,
+    pub turn: u32,
+    pub artifact_id: String,
+    /// The conversation so far, the newest user message last.
+    pub history: Vec<Message>,
+}
+
+/// `call_model`'s result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelReply {
+    /// The whole reply text.
+    pub text: String,
+    /// How many chunks were streamed to the log.
+    pub chunks: u32,
+}
+
+/// A refusal by the `inbox` validator, carried through Temporal as text
+/// (`refused:<REASON>:<byte length>:<message>`) and turned back into an A2A error by the handler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// An A2A ErrorInfo reason, e.g. `UNSUPPORTED_OPERATION`.
+    pub reason: String,
+    pub message: String,
+}
+
+impl Refusal {
+    const PREFIX: &'static str = "refused:";
+
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self { reason: "UNSUPPORTED_OPERATION".into(), message: message.into() }
+    }
+
+    /// The error text the validator returns.
+    pub fn encode(&self) -> String {
+        format!("{}{}:{}:{}", Self::PREFIX, self.reason, self.message.len(), self.message)
+    }
+
+    /// Finds a refusal inside an error's text (the SDK wraps it).
+    pub fn decode(text: &str) -> Option<Self> {
+        let start = text.find(Self::PREFIX)? + Self::PREFIX.len();
+        let rest = &text[start..];
+        let (reason, rest) = rest.split_once(':')?;
+        let (len, rest) = rest.split_once(':')?;
+        let message = rest.get(..len.parse::<usize>().ok()?)?;
+        Some(Self { reason: reason.to_string(), message: message.to_string() })
+    }
+}
+
+/// The refusal text for a terminal task (S7).
+pub fn terminal_refusal(state: TaskState) -> String {
+    format!("the task is in a terminal state ({state})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_survives_being_wrapped_in_an_sdk_error() {
+        let r = Refusal::unsupported(terminal_refusal(TaskState::Completed));
+        let wrapped = format!("Update failed: Failure {{ message: \"{}\", source: \"\" }}", r.encode());
+        assert_eq!(Refusal::decode(&wrapped), Some(r));
+    }
+}

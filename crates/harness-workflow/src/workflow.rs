@@ -1,0 +1,272 @@
+//! `TaskWorkflow`: one per task (workflow id = task id). Its `inbox` update is the only way
+//! a message reaches the task; its run loop takes inbox items in order, runs one model turn
+//! per message and emits every event through `emit_event` (D1). Decisions only; every side
+//! effect is an activity.
+//!
+//! Lifecycle (D5): a `conversation` parks INPUT_REQUIRED / awaiting-next-message after each
+//! turn (unless more messages are already waiting); a `one-shot` completes after its turn.
+//! Cancel (S6) cuts a running turn and ends CANCELED. A terminal task refuses every message
+//! in the validator, naming its state (S7).
+
+use crate::activities::Activities;
+use crate::{
+    AWAITING_NEXT_MESSAGE, CancelRequest, EmitInput, InboxItem, Lifecycle, ModelTurn, Receipt, Refusal, TaskInput,
+    status_ext_key, terminal_refusal,
+};
+use a2a_types::{Artifact, Message, Part, StreamResponse, Struct, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
+use std::collections::VecDeque;
+use std::time::Duration;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ActivityExecutionError, ActivityOptions, CancellableFuture, LocalActivityOptions, SyncWorkflowContext, WorkflowContext,
+    WorkflowContextView, WorkflowResult,
+};
+
+/// How long a workflow whose first inbox update was refused waits for a message before it
+/// ends (TEMPORAL-RUST.md item 2).
+const UNOPENED_IDLE: Duration = Duration::from_secs(600);
+
+#[workflow]
+pub struct TaskWorkflow {
+    input: TaskInput,
+    task: Task,
+    mailbox: VecDeque<InboxItem>,
+    /// The newest seq this workflow knows was appended.
+    last_seq: i64,
+    /// Counter of this workflow's own event keys (`wf-<n>`).
+    next_key: u64,
+    turn: u32,
+    cancel: Option<CancelRequest>,
+}
+
+#[workflow_methods]
+impl TaskWorkflow {
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: TaskInput) -> Self {
+        let task = Task {
+            id: input.task_id.clone(),
+            context_id: input.context_id.clone(),
+            status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: None },
+            ..Default::default()
+        };
+        Self { input, task, mailbox: VecDeque::new(), last_seq: 0, next_key: 0, turn: 0, cancel: None }
+    }
+
+    #[run(name = "TaskWorkflow")]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TaskState> {
+        let opened = temporalio_sdk::workflows::select! {
+            r = ctx.wait_condition(|s| !s.mailbox.is_empty() || s.cancel.is_some()) => r.is_ok(),
+            _ = ctx.timer(UNOPENED_IDLE) => false,
+        };
+        if !opened {
+            return Ok(ctx.state(|s| s.task.status.state));
+        }
+        let opened_at = timestamp(ctx.workflow_time());
+        let task = ctx.state_mut(|s| {
+            s.task.status.timestamp = opened_at;
+            s.task.clone()
+        });
+        emit(ctx, StreamResponse::Task(task.clone()), Some(task)).await?;
+
+        loop {
+            ctx.wait_condition(|s| !s.mailbox.is_empty() || s.cancel.is_some()).await?;
+            if ctx.state(|s| s.cancel.is_some()) {
+                set_status(ctx, TaskState::Canceled, None, None).await?;
+                break;
+            }
+            let Some(_item) = ctx.state_mut(|s| s.mailbox.pop_front()) else { continue };
+            let turn = ctx.state_mut(|s| {
+                s.turn += 1;
+                s.turn
+            });
+            set_status(ctx, TaskState::Working, None, None).await?;
+
+            let model_turn = ctx.state(|s| ModelTurn {
+                task_id: s.input.task_id.clone(),
+                context_id: s.input.context_id.clone(),
+                task_queue: s.input.task_queue.clone(),
+                model: s.input.model.clone(),
+                turn,
+                artifact_id: format!("reply-{turn}"),
+                history: s.task.history.clone(),
+            });
+            let artifact_id = model_turn.artifact_id.clone();
+            let outcome = {
+                let call = ctx.execute_activity(
+                    Activities::call_model,
+                    model_turn,
+                    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
+                        .heartbeat_timeout(Duration::from_secs(30))
+                        .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
+                        .build(),
+                );
+                let mut call = std::pin::pin!(call);
+                let outcome = temporalio_sdk::workflows::select! {
+                    r = &mut call => Some(r),
+                    _ = ctx.wait_condition(|s| s.cancel.is_some()) => None,
+                };
+                if outcome.is_none() {
+                    // Tell the worker to stop the model; the store's fence refuses late chunks.
+                    call.cancel();
+                    let _ = call.await;
+                }
+                outcome
+            };
+            let Some(result) = outcome else {
+                // Cancel cut the turn (S6): the store's terminal fence stops any late chunk.
+                set_status(ctx, TaskState::Canceled, None, None).await?;
+                break;
+            };
+            match result {
+                Ok(reply) => {
+                    let message_id = format!("{}:reply:{turn}", ctx.state(|s| s.task.id.clone()));
+                    let mut reply_message = Message::agent_text(message_id, reply.text.clone());
+                    ctx.state_mut(|s| {
+                        reply_message.task_id = s.task.id.clone();
+                        reply_message.context_id = s.task.context_id.clone();
+                        s.task.artifacts.push(Artifact {
+                            artifact_id,
+                            name: "reply".into(),
+                            parts: vec![Part::text(reply.text)],
+                            ..Default::default()
+                        });
+                        s.task.history.push(reply_message.clone());
+                    });
+                    if ctx.state(|s| !s.mailbox.is_empty()) {
+                        continue;
+                    }
+                    match ctx.state(|s| s.input.lifecycle) {
+                        Lifecycle::OneShot => {
+                            set_status(ctx, TaskState::Completed, Some(reply_message), None).await?;
+                            break;
+                        }
+                        Lifecycle::Conversation => {
+                            set_status(ctx, TaskState::InputRequired, Some(reply_message), Some(AWAITING_NEXT_MESSAGE)).await?;
+                        }
+                    }
+                }
+                Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.cancel.is_some()) => {
+                    set_status(ctx, TaskState::Canceled, None, None).await?;
+                    break;
+                }
+                Err(e) => {
+                    let why = e.failure().map(|f| f.message.clone()).unwrap_or_else(|| e.to_string());
+                    let message_id = format!("{}:failure:{turn}", ctx.state(|s| s.task.id.clone()));
+                    let text = format!("the model failed: {why}");
+                    set_status(ctx, TaskState::Failed, Some(Message::agent_text(message_id, text)), None).await?;
+                    break;
+                }
+            }
+        }
+        ctx.wait_condition(|_| true).await?;
+        let _ = ctx.all_handlers_finished();
+        Ok(ctx.state(|s| s.task.status.state))
+    }
+
+    /// Refuses what must be refused before anything changes (S7).
+    #[update_validator(inbox)]
+    pub fn validate_inbox(&self, _ctx: &WorkflowContextView, item: &InboxItem) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let state = self.task.status.state;
+        if state.is_terminal() || self.cancel.is_some() {
+            let state = if state.is_terminal() { state } else { TaskState::Canceled };
+            return Err(Refusal::unsupported(terminal_refusal(state)).encode().into());
+        }
+        if item.message.parts.is_empty() {
+            return Err(Refusal { reason: "INVALID_PARAMS".into(), message: "the message has no parts".into() }.encode().into());
+        }
+        Ok(())
+    }
+
+    /// Accepts a message into the mailbox; the receipt carries the log cursor (S4, S5).
+    #[update(name = "inbox")]
+    pub fn inbox(&mut self, _ctx: &mut SyncWorkflowContext<Self>, item: InboxItem) -> Receipt {
+        let mut message = item.message.clone();
+        message.task_id = self.task.id.clone();
+        message.context_id = self.task.context_id.clone();
+        self.task.history.push(message.clone());
+        self.mailbox.push_back(InboxItem { message, ..item });
+        Receipt { accepted: true, cursor: self.last_seq, state: self.task.status.state, task: self.task.clone() }
+    }
+
+    /// Requests cancellation (S6); a terminal task ignores it.
+    #[signal(name = "cancel")]
+    pub fn cancel(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: CancelRequest) {
+        if !self.task.status.state.is_terminal() {
+            self.cancel = Some(request);
+        }
+    }
+
+    /// The task as this workflow sees it (S13).
+    #[query(name = "task")]
+    pub fn task(&self, _ctx: &WorkflowContextView) -> Task {
+        self.task.clone()
+    }
+}
+
+fn timestamp(t: Option<std::time::SystemTime>) -> Option<String> {
+    t.map(a2a_types::format_timestamp)
+}
+
+/// Sets the status (with its timestamp from workflow time) and emits it with the snapshot.
+async fn set_status(
+    ctx: &mut WorkflowContext<TaskWorkflow>,
+    state: TaskState,
+    message: Option<Message>,
+    substate: Option<&str>,
+) -> WorkflowResult<()> {
+    let ts = timestamp(ctx.workflow_time());
+    let metadata = substate.map(|sub| {
+        let mut m = Struct::new();
+        m.insert(status_ext_key(), serde_json::json!({ "substate": sub }));
+        m
+    });
+    let (event, snapshot) = ctx.state_mut(|s| {
+        s.task.status = TaskStatus { state, message, timestamp: ts };
+        let mut md = s.task.metadata.take().unwrap_or_default();
+        md.remove(&status_ext_key());
+        if let Some(m) = &metadata {
+            md.extend(m.clone());
+        }
+        s.task.metadata = if md.is_empty() { None } else { Some(md) };
+        let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: s.task.id.clone(),
+            context_id: s.task.context_id.clone(),
+            status: s.task.status.clone(),
+            metadata,
+        });
+        (event, s.task.clone())
+    });
+    emit(ctx, event, Some(snapshot)).await
+}
+
+/// Emits one event through the `emit_event` local activity; the store assigns its seq.
+async fn emit(ctx: &mut WorkflowContext<TaskWorkflow>, event: StreamResponse, snapshot: Option<Task>) -> WorkflowResult<()> {
+    let input = ctx.state_mut(|s| {
+        s.next_key += 1;
+        EmitInput {
+            task_id: s.input.task_id.clone(),
+            task_queue: s.input.task_queue.clone(),
+            key: format!("wf-{}", s.next_key),
+            event,
+            snapshot,
+        }
+    });
+    let seq = ctx
+        .execute_local_activity(
+            Activities::emit_event,
+            input,
+            LocalActivityOptions::builder()
+                .start_to_close_timeout(Duration::from_secs(30))
+                .retry_policy(
+                    temporalio_common::RetryPolicy::builder()
+                        .initial_interval(Duration::from_millis(100))
+                        .maximum_interval(Duration::from_secs(5))
+                        .build(),
+                )
+                .build(),
+        )
+        .await?;
+    ctx.state_mut(|s| s.last_seq = s.last_seq.max(seq));
+    Ok(())
+}
+

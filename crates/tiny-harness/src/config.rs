@@ -1,0 +1,200 @@
+//! Configuration: a TOML file (every key optional) over built-in defaults. Errors name
+//! the key and the file.
+//!
+//! ```toml
+//! [server]
+//! host = "127.0.0.1"
+//! port = 8080
+//!
+//! [temporal]
+//! mode = "embedded"            # or "remote"
+//! address = "http://127.0.0.1:7233"   # remote only
+//! namespace = "default"
+//! task_queue = "tiny-harness"
+//! cli = "/path/to/temporal"    # optional; else PATH, else the cache dir, else pip
+//! request_timeout_secs = 10    # bound on every client call to Temporal
+//!
+//! [store]
+//! url = "sqlite://.tiny-harness/harness.db"   # default: harness.db in the data dir
+//!
+//! [agent]
+//! lifecycle = "conversation"   # or "one-shot"
+//! model = "echo"               # or "scripted"
+//!
+//! [models.scripted]
+//! file = "replies.toml"
+//!
+//! [redaction]
+//! values = ["literal-secret"]  # redacted wherever they appear
+//! env = ["OPENAI_API_KEY"]     # the values of these variables too
+//! ```
+
+use harness_workflow::Lifecycle;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// A configuration problem; the message names the key and the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSection {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        Self { host: "127.0.0.1".into(), port: 8080 }
+    }
+}
+
+/// Where Temporal comes from (D3).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TemporalMode {
+    #[default]
+    Embedded,
+    Remote,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TemporalSection {
+    pub mode: TemporalMode,
+    pub address: String,
+    pub namespace: String,
+    pub task_queue: String,
+    pub cli: Option<PathBuf>,
+    pub request_timeout_secs: u64,
+}
+
+impl Default for TemporalSection {
+    fn default() -> Self {
+        Self {
+            mode: TemporalMode::Embedded,
+            address: "http://127.0.0.1:7233".into(),
+            namespace: "default".into(),
+            task_queue: "tiny-harness".into(),
+            cli: None,
+            request_timeout_secs: 10,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSection {
+    pub url: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSection {
+    pub lifecycle: Lifecycle,
+    pub model: String,
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        Self { lifecycle: Lifecycle::Conversation, model: "echo".into() }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScriptedSection {
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelsSection {
+    pub scripted: ScriptedSection,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedactionSection {
+    pub values: Vec<String>,
+    pub env: Vec<String>,
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerSection,
+    pub temporal: TemporalSection,
+    pub store: StoreSection,
+    pub agent: AgentSection,
+    pub models: ModelsSection,
+    pub redaction: RedactionSection,
+    /// Where the embedded dev server's database, the SQLite store and generated files live.
+    #[serde(skip)]
+    pub data_dir: PathBuf,
+}
+
+impl Config {
+    /// Defaults with the given data dir.
+    pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> Self {
+        Self { data_dir: data_dir.into(), ..Self::default() }
+    }
+
+    /// Reads a TOML file over the defaults.
+    pub fn from_file(path: &Path, data_dir: impl Into<PathBuf>) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        let mut config: Config = toml::from_str(&text).map_err(|e| {
+            let key = e.span().map(|s| text[s].split('=').next().unwrap_or("").trim().to_string()).unwrap_or_default();
+            let at = if key.is_empty() { String::new() } else { format!(" at `{key}`") };
+            ConfigError(format!("config file {}{at}: {}", path.display(), e.message()))
+        })?;
+        config.data_dir = data_dir.into();
+        if let Some(file) = &config.models.scripted.file
+            && file.is_relative()
+        {
+            let base = path.parent().unwrap_or(Path::new("."));
+            config.models.scripted.file = Some(base.join(file));
+        }
+        Ok(config)
+    }
+
+    /// The store URL: configured, or `harness.db` in the data dir.
+    pub fn store_url(&self) -> String {
+        self.store.url.clone().unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("harness.db").display()))
+    }
+
+    /// Every configured secret value (literal values and the values of named variables).
+    pub fn secret_values(&self) -> Vec<String> {
+        let mut v = self.redaction.values.clone();
+        v.extend(self.redaction.env.iter().filter_map(|name| std::env::var(name).ok()));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_value_names_the_key_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.toml");
+        std::fs::write(&path, "[agent]\nlifecycle = \"forever\"\n").unwrap();
+        let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
+        assert!(err.contains("h.toml") && err.contains("lifecycle"), "{err}");
+        std::fs::write(&path, "[agent]\nmodle = \"echo\"\n").unwrap();
+        let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
+        assert!(err.contains("h.toml") && err.contains("modle"), "{err}");
+    }
+
+    #[test]
+    fn defaults_put_the_store_in_the_data_dir() {
+        let c = Config::with_data_dir("/tmp/x");
+        assert_eq!(c.store_url(), "sqlite:///tmp/x/harness.db");
+        assert_eq!(c.agent.model, "echo");
+        assert_eq!(c.temporal.mode, TemporalMode::Embedded);
+    }
+}

@@ -1,0 +1,329 @@
+//! The A2A request handler of the harness: SendMessage is update-with-start of the task's
+//! `TaskWorkflow` with the (redacted) message as its `inbox` update (S4); streams read the
+//! event log from the receipt's cursor (D1, S10); reads go to the workflow's `task` query
+//! and fall back to the store once the workflow is gone (S13). Every call to Temporal is
+//! bounded by `temporal.request_timeout_secs` (TEMPORAL-RUST.md item 4).
+
+use a2a_server::{CallContext, EventStream, RequestHandler};
+use a2a_types::{
+    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, Message, SendMessageRequest, SendMessageResponse,
+    StreamResponse, SubscribeToTaskRequest, Task, TaskState, validate,
+};
+use futures::StreamExt;
+use harness_store::{InboxOutcome, Store, TaskRow};
+use harness_workflow::redaction::Redactor;
+use harness_workflow::{CancelRequest, InboxItem, Lifecycle, Receipt, Refusal, TaskInput, TaskWorkflow, terminal_refusal};
+use std::future::Future;
+use std::time::Duration;
+use temporalio_client::errors::{WorkflowQueryError, WorkflowUpdateError, WorkflowUpdateWithStartError};
+use temporalio_client::{
+    Client, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions, WorkflowSignalOptions, WorkflowUpdateWithStartOptions,
+};
+
+/// Where a log stream stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopAt {
+    /// Terminal or interrupted: a SendMessage stream (S10).
+    Final,
+    /// Terminal only: SubscribeToTask stays attached through INPUT_REQUIRED (S10).
+    Terminal,
+}
+
+impl StopAt {
+    fn reached(self, e: &StreamResponse) -> bool {
+        match self {
+            Self::Final => e.is_final(),
+            Self::Terminal => e.is_terminal(),
+        }
+    }
+}
+
+/// The harness's [`RequestHandler`].
+pub struct HarnessHandler {
+    pub(crate) client: Client,
+    pub(crate) store: Store,
+    pub(crate) redactor: Redactor,
+    pub(crate) task_queue: String,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) model: String,
+    pub(crate) timeout: Duration,
+    pub(crate) card: AgentCard,
+}
+
+/// A message the workflow accepted.
+struct Accepted {
+    task_id: String,
+    receipt: Receipt,
+}
+
+fn store_error(e: harness_store::StoreError) -> A2AError {
+    A2AError::internal(format!("the store failed: {e}"))
+}
+
+impl HarnessHandler {
+    /// Bounds a Temporal call; a timeout is a clear Unavailable error, never a hang.
+    async fn bounded<T>(&self, what: &str, fut: impl Future<Output = T>) -> Result<T, A2AError> {
+        tokio::time::timeout(self.timeout, fut).await.map_err(|_| {
+            A2AError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "Temporal did not answer {what} within {} s: is a worker polling task queue `{}`?",
+                    self.timeout.as_secs(),
+                    self.task_queue
+                ),
+            )
+        })
+    }
+
+    /// The stored row of a task, or TaskNotFound.
+    async fn row(&self, task_id: &str) -> Result<Option<TaskRow>, A2AError> {
+        self.store.task(task_id).await.map_err(store_error)
+    }
+
+    /// Audits a refused message and returns the refusal.
+    async fn refuse(&self, request_id: &str, task_id: &str, message: &Message, err: A2AError) -> A2AError {
+        if let Err(e) = self.store.record_inbox(request_id, task_id, message, InboxOutcome::Refused(err.message.clone())).await {
+            tracing::warn!(error = %e, "could not write the audit row of a refused message");
+        }
+        err
+    }
+
+    /// Validates, redacts, audits and delivers a message to its task's inbox (S4, S5, S7).
+    async fn accept(&self, req: SendMessageRequest) -> Result<Accepted, A2AError> {
+        let request_id = uuid::Uuid::new_v4().to_string();
+        let mut message = match validate::send_message(&req) {
+            Ok(m) => m.clone(),
+            Err(e) => {
+                return Err(match &req.message {
+                    Some(m) => self.refuse(&request_id, &m.task_id, m, e).await,
+                    None => e,
+                });
+            }
+        };
+        self.redactor.message(&mut message);
+
+        let (task_id, context_id) = if message.task_id.is_empty() {
+            let context_id = if message.context_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { message.context_id.clone() };
+            (uuid::Uuid::new_v4().to_string(), context_id)
+        } else {
+            let task_id = message.task_id.clone();
+            match self.row(&task_id).await? {
+                None => return Err(self.refuse(&request_id, &task_id, &message, A2AError::task_not_found(&task_id)).await),
+                Some(row) if row.state.is_terminal() => {
+                    let err = A2AError::unsupported(terminal_refusal(row.state)).with("taskId", &task_id).with("state", row.state.as_str());
+                    return Err(self.refuse(&request_id, &task_id, &message, err).await);
+                }
+                Some(row) => {
+                    if !message.context_id.is_empty() && message.context_id != row.task.context_id {
+                        let err = A2AError::invalid_params(format!(
+                            "invalid params: message.contextId `{}` does not match the task's context `{}`",
+                            message.context_id, row.task.context_id
+                        ));
+                        return Err(self.refuse(&request_id, &task_id, &message, err).await);
+                    }
+                    (task_id, row.task.context_id)
+                }
+            }
+        };
+        message.task_id = task_id.clone();
+        message.context_id = context_id.clone();
+
+        // S5: the message is durable before anything is acknowledged.
+        self.store.record_inbox(&request_id, &task_id, &message, InboxOutcome::Received).await.map_err(store_error)?;
+
+        let input = TaskInput {
+            task_id: task_id.clone(),
+            context_id,
+            task_queue: self.task_queue.clone(),
+            lifecycle: self.lifecycle,
+            model: self.model.clone(),
+        };
+        let item = InboxItem { request_id: request_id.clone(), message };
+        let options = WorkflowUpdateWithStartOptions::new(self.task_queue.clone(), task_id.clone(), WorkflowIdConflictPolicy::UseExisting)
+            .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+            .build();
+        let sent = self
+            .bounded(
+                "the message",
+                self.client.execute_update_with_start_workflow(TaskWorkflow::run, input, TaskWorkflow::inbox, item, options),
+            )
+            .await;
+        let outcome = match sent {
+            Ok(Ok(receipt)) => Ok(receipt),
+            Ok(Err(e)) => Err(self.update_error(&task_id, e).await),
+            Err(timeout) => Err(timeout),
+        };
+        let audit = match &outcome {
+            Ok(_) => InboxOutcome::Accepted,
+            Err(e) => InboxOutcome::Refused(e.message.clone()),
+        };
+        self.store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
+        Ok(Accepted { task_id, receipt: outcome? })
+    }
+
+    /// Maps a failed update-with-start to the A2A error the client should see.
+    async fn update_error(&self, task_id: &str, e: WorkflowUpdateWithStartError) -> A2AError {
+        let text = format!("{e:?}");
+        if let Some(r) = Refusal::decode(&text) {
+            let kind = match r.reason.as_str() {
+                "INVALID_PARAMS" => ErrorKind::InvalidParams,
+                "TASK_NOT_FOUND" => ErrorKind::TaskNotFound,
+                _ => ErrorKind::UnsupportedOperation,
+            };
+            return A2AError::new(kind, r.message).with("taskId", task_id);
+        }
+        // The run has closed (TEMPORAL-RUST.md items 1 and 3): answer from the store (S7).
+        let closed = matches!(&e, WorkflowUpdateWithStartError::Update(WorkflowUpdateError::NotFound(_)))
+            || matches!(&e, WorkflowUpdateWithStartError::Start(_))
+            || text.contains("AlreadyExists")
+            || text.contains("already completed");
+        if closed && let Ok(Some(row)) = self.store.task(task_id).await {
+            let state = if row.state.is_terminal() { row.state } else { TaskState::Failed };
+            return A2AError::unsupported(terminal_refusal(state)).with("taskId", task_id).with("state", state.as_str());
+        }
+        tracing::error!(task_id, error = %e, "update-with-start failed");
+        A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
+    }
+
+    /// Reads the log of a task from `after`, in order, until `stop` (D1).
+    pub fn log_stream(&self, task_id: String, after: i64, stop: StopAt) -> EventStream {
+        let store = self.store.clone();
+        async_stream::stream! {
+            // Subscribe before reading so an append between read and wait is not missed.
+            let mut wake = store.notifier().subscribe(&task_id);
+            let mut cursor = after;
+            loop {
+                let batch = match store.events_after(&task_id, cursor, 256).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        yield Err(store_error(e));
+                        return;
+                    }
+                };
+                let empty = batch.is_empty();
+                for logged in batch {
+                    cursor = logged.seq;
+                    let end = stop.reached(&logged.event);
+                    yield Ok(logged.event);
+                    if end {
+                        return;
+                    }
+                }
+                if empty {
+                    // Woken by appends in this process; the timeout only covers appends made
+                    // by another process (a separate worker), it is not the latency floor.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), wake.changed()).await;
+                }
+            }
+        }
+        .boxed()
+    }
+
+    /// The task as its workflow sees it, or the store's copy once the workflow is gone.
+    async fn current_task(&self, task_id: &str) -> Result<Task, A2AError> {
+        let row = self.row(task_id).await?;
+        if let Some(row) = &row
+            && row.state.is_terminal()
+        {
+            return Ok(row.task.clone());
+        }
+        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
+        match self.bounded("the task query", handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default())).await {
+            Ok(Ok(task)) => Ok(task),
+            Ok(Err(WorkflowQueryError::NotFound(_))) => row.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id)),
+            Ok(Err(e)) => row.map(|r| r.task).ok_or_else(|| A2AError::internal(format!("the task query failed: {e}"))),
+            Err(timeout) => row.map(|r| r.task).ok_or(timeout),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for HarnessHandler {
+    async fn send_message(&self, _ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError> {
+        let config = req.configuration.clone().unwrap_or_default();
+        let accepted = self.accept(req).await?;
+        if config.return_immediately {
+            return Ok(SendMessageResponse::Task(accepted.receipt.task.with_history_length(config.history_length)));
+        }
+        // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
+        let mut events = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
+        while let Some(event) = events.next().await {
+            event?;
+        }
+        let task = self.row(&accepted.task_id).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(&accepted.task_id))?;
+        Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)))
+    }
+
+    async fn send_streaming_message(&self, _ctx: &CallContext, req: SendMessageRequest) -> Result<EventStream, A2AError> {
+        let accepted = self.accept(req).await?;
+        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final);
+        if accepted.receipt.cursor == 0 {
+            // A new task: its log begins with the Task (seq 1).
+            return Ok(log);
+        }
+        // A continued task: the stream still begins with the Task, as the workflow saw it
+        // when it accepted the message.
+        let head = futures::stream::once(async move { Ok(StreamResponse::Task(accepted.receipt.task)) });
+        Ok(head.chain(log).boxed())
+    }
+
+    async fn get_task(&self, _ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {
+        validate::task_id(&req.id, "id")?;
+        if let Some(h) = req.history_length {
+            validate::history_length(h, "historyLength")?;
+        }
+        Ok(self.current_task(&req.id).await?.with_history_length(req.history_length))
+    }
+
+    async fn cancel_task(&self, _ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError> {
+        validate::task_id(&req.id, "id")?;
+        let task = self.current_task(&req.id).await?;
+        let not_cancelable = |state: TaskState| {
+            A2AError::new(ErrorKind::TaskNotCancelable, terminal_refusal(state)).with("taskId", &req.id).with("state", state.as_str())
+        };
+        if task.status.state.is_terminal() {
+            return Err(not_cancelable(task.status.state));
+        }
+        let after = self.row(&req.id).await?.map_or(0, |r| r.last_seq);
+        let handle = self.client.get_workflow_handle::<TaskWorkflow>(req.id.clone());
+        let reason = CancelRequest { reason: "CancelTask".into() };
+        match self.bounded("the cancel", handle.signal(TaskWorkflow::cancel, reason, WorkflowSignalOptions::default())).await? {
+            Ok(()) => {}
+            Err(e) => {
+                if let Some(row) = self.row(&req.id).await?
+                    && row.state.is_terminal()
+                {
+                    return Err(not_cancelable(row.state));
+                }
+                return Err(A2AError::internal(format!("could not cancel task {}: {e}", req.id)));
+            }
+        }
+        let mut events = self.log_stream(req.id.clone(), after, StopAt::Terminal);
+        let wait = async {
+            while let Some(e) = events.next().await {
+                e?;
+            }
+            Ok::<_, A2AError>(())
+        };
+        self.bounded("the cancellation", wait).await??;
+        self.row(&req.id).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(&req.id))
+    }
+
+    async fn subscribe_to_task(&self, _ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError> {
+        validate::task_id(&req.id, "id")?;
+        let task = self.current_task(&req.id).await?;
+        if task.status.state.is_terminal() {
+            return Err(A2AError::unsupported(format!(
+                "{}; subscribing needs a task that has not ended",
+                terminal_refusal(task.status.state)
+            ))
+            .with("taskId", &req.id));
+        }
+        // S10: replay from seq 1, then stay attached until a terminal state.
+        Ok(self.log_stream(req.id, 0, StopAt::Terminal))
+    }
+
+    fn agent_card(&self) -> AgentCard {
+        self.card.clone()
+    }
+}

