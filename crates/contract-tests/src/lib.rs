@@ -1,1 +1,354 @@
-//! placeholder
+//! Black-box test fixtures: a real Temporal dev server (shared when `cargo xtask test`
+//! started one, else one per test process), the real `tiny-harness` binary as a child
+//! process on a free port, and a small A2A client over real HTTP (both bindings, SSE).
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Environment variable naming an already running dev server (`host:port`).
+pub const SHARED_TEMPORAL_ENV: &str = "TINY_HARNESS_TEST_TEMPORAL";
+
+/// The address (`http://127.0.0.1:port`) of a running dev server.
+pub fn temporal_address() -> &'static str {
+    static ADDRESS: OnceLock<String> = OnceLock::new();
+    ADDRESS.get_or_init(|| {
+        if let Ok(addr) = std::env::var(SHARED_TEMPORAL_ENV)
+            && !addr.is_empty()
+        {
+            return addr;
+        }
+        start_private_dev_server()
+    })
+}
+
+/// Starts a dev server owned by this test process, from a thread that lives as long as
+/// the process (the child gets SIGTERM when that thread's process dies).
+fn start_private_dev_server() -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let cli = rt.block_on(tiny_harness::temporal_dev::find_or_provision_cli(None)).expect("temporal CLI");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = rt.block_on(tiny_harness::temporal_dev::EmbeddedTemporal::start(&cli, &dir.path().join("temporal.db"))).expect("dev server");
+        tx.send(server.address.clone()).expect("send");
+        // Keep the server (and its directory) for the life of the process.
+        let _keep = (server, dir);
+        loop {
+            std::thread::park();
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(120)).expect("the dev server did not start")
+}
+
+/// The `tiny-harness` binary built next to this test.
+pub fn harness_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("tiny-harness");
+    assert!(bin.is_file(), "{} is missing: run `cargo build -p harness-cli` first (cargo xtask test does)", bin.display());
+    bin
+}
+
+/// How to run a harness under test.
+#[derive(Clone, Debug)]
+pub struct HarnessOptions {
+    pub lifecycle: &'static str,
+    /// A scripted model file's content (TOML); `None` runs the echo model.
+    pub script: Option<String>,
+    /// Run a worker in the harness process.
+    pub worker: bool,
+    pub request_timeout_secs: u64,
+    pub linger_secs: u64,
+    /// Literal secret values to redact.
+    pub secrets: Vec<String>,
+}
+
+impl Default for HarnessOptions {
+    fn default() -> Self {
+        Self { lifecycle: "conversation", script: None, worker: true, request_timeout_secs: 10, linger_secs: 2, secrets: Vec::new() }
+    }
+}
+
+/// A `tiny-harness serve` child process on a free port, joined to the test dev server.
+pub struct HarnessProcess {
+    child: Option<Child>,
+    pub base_url: String,
+    pub port: u16,
+    pub task_queue: String,
+    pub data_dir: tempfile::TempDir,
+    config_path: PathBuf,
+    log_path: PathBuf,
+}
+
+impl HarnessProcess {
+    pub async fn start(opts: HarnessOptions) -> Self {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let port = tiny_harness::temporal_dev::free_port();
+        let task_queue = format!("test-{}", uuid_like());
+        let mut config = format!(
+            "[server]\nport = {port}\n\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"{task_queue}\"\nworker = {}\nrequest_timeout_secs = {}\n\n[agent]\nlifecycle = \"{}\"\nterminal_linger_secs = {}\n",
+            temporal_address(),
+            opts.worker,
+            opts.request_timeout_secs,
+            opts.lifecycle,
+            opts.linger_secs,
+        );
+        if let Some(script) = &opts.script {
+            std::fs::write(data_dir.path().join("script.toml"), script).expect("script");
+            config.push_str("model = \"scripted\"\n\n[models.scripted]\nfile = \"script.toml\"\n");
+        }
+        if !opts.secrets.is_empty() {
+            config.push_str(&format!("\n[redaction]\nvalues = {}\n", json!(opts.secrets)));
+        }
+        let config_path = data_dir.path().join("harness.toml");
+        std::fs::write(&config_path, config).expect("config");
+        let log_path = data_dir.path().join("harness.log");
+        let mut h = Self { child: None, base_url: format!("http://127.0.0.1:{port}"), port, task_queue, config_path, log_path, data_dir };
+        h.spawn().await;
+        h
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_path).expect("log");
+        let child = Command::new(harness_binary())
+            .arg("serve")
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("--data-dir")
+            .arg(self.data_dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn tiny-harness");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = reqwest::Client::new();
+        loop {
+            if let Ok(r) = client.get(format!("{}/.well-known/agent-card.json", self.base_url)).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("tiny-harness exited with {status}:\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "tiny-harness did not start:\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The harness's combined output so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Kills the process with SIGKILL (no chance to clean up).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the process again with the same config, data dir and port.
+    pub async fn restart(&mut self) {
+        self.kill9();
+        self.spawn().await;
+    }
+
+    /// The store URL of this harness (SQLite in its data dir).
+    pub fn store_url(&self) -> String {
+        format!("sqlite://{}", self.data_dir.path().join("harness.db").display())
+    }
+
+    /// Opens the harness's store (a second connection to the same file).
+    pub async fn store(&self) -> harness_store::Store {
+        harness_store::Store::connect(&self.store_url()).await.expect("store")
+    }
+
+    /// A Temporal client on the test server.
+    pub async fn temporal(&self) -> temporalio_client::Client {
+        tiny_harness::connect_temporal(temporal_address(), "default").await.expect("temporal client")
+    }
+
+    pub fn client(&self) -> A2AClient {
+        A2AClient::new(&self.base_url)
+    }
+}
+
+impl Drop for HarnessProcess {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            // SAFETY: signalling our own child.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if c.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn uuid_like() -> String {
+    format!("{:x}{:x}", std::process::id(), Instant::now().elapsed().as_nanos() ^ rand_seed())
+}
+
+fn rand_seed() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+/// A JSON-RPC / HTTP+JSON client over real HTTP.
+#[derive(Clone)]
+pub struct A2AClient {
+    http: reqwest::Client,
+    pub base: String,
+}
+
+/// An HTTP answer: status, content type, JSON body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Value,
+}
+
+/// A user message with one text part.
+pub fn user_text(text: &str) -> Value {
+    json!({"messageId": format!("m-{}", uuid_like()), "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+impl A2AClient {
+    pub fn new(base: &str) -> Self {
+        Self { http: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client"), base: base.to_string() }
+    }
+
+    async fn answer(r: reqwest::Response) -> Answer {
+        let status = r.status().as_u16();
+        let content_type = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let text = r.text().await.expect("body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Answer { status, content_type, body }
+    }
+
+    /// A JSON-RPC call with `A2A-Version: 1.0`; returns the whole response object.
+    pub async fn rpc(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.rpc_raw(body.to_string()).await.body
+    }
+
+    /// Posts a raw JSON-RPC body.
+    pub async fn rpc_raw(&self, body: String) -> Answer {
+        let r = self.http.post(format!("{}/a2a/jsonrpc", self.base)).header("A2A-Version", "1.0").header("content-type", "application/json").body(body).send().await.expect("rpc");
+        Self::answer(r).await
+    }
+
+    /// A REST call with `A2A-Version: 1.0`.
+    pub async fn rest(&self, method: reqwest::Method, path: &str, body: Option<String>) -> Answer {
+        let mut req = self.http.request(method, format!("{}/a2a/rest{path}", self.base)).header("A2A-Version", "1.0");
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        Self::answer(req.send().await.expect("rest")).await
+    }
+
+    /// SendMessage over JSON-RPC, blocking unless `configuration` says otherwise.
+    pub async fn send(&self, message: Value, configuration: Value) -> Value {
+        self.rpc("SendMessage", json!({"message": message, "configuration": configuration})).await
+    }
+
+    /// Opens an SSE stream (REST when `rpc_method` is None, else JSON-RPC) and returns its
+    /// events as they arrive; JSON-RPC events are unwrapped to their `result`.
+    pub async fn open_stream(&self, rest_path: &str, rpc_method: Option<&str>, body: Value) -> SseEvents {
+        let req = match rpc_method {
+            None => self.http.post(format!("{}/a2a/rest{rest_path}", self.base)).body(body.to_string()),
+            Some(m) => self
+                .http
+                .post(format!("{}/a2a/jsonrpc", self.base))
+                .body(json!({"jsonrpc": "2.0", "id": 7, "method": m, "params": body}).to_string()),
+        };
+        let r = req.header("A2A-Version", "1.0").header("content-type", "application/json").send().await.expect("stream");
+        let status = r.status().as_u16();
+        let content_type = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        SseEvents { status, content_type, rpc: rpc_method.is_some(), bytes: r.bytes_stream().map(|c| c.map(|b| b.to_vec())).boxed(), buffer: Vec::new() }
+    }
+
+    /// Streams a message over REST and collects every event until the stream closes.
+    pub async fn stream_message(&self, message: Value) -> Vec<Value> {
+        let mut s = self.open_stream("/message:stream", None, json!({"message": message})).await;
+        assert_eq!(s.status, 200, "stream refused");
+        s.collect_all().await
+    }
+}
+
+/// Events of an open SSE response.
+pub struct SseEvents {
+    pub status: u16,
+    pub content_type: String,
+    rpc: bool,
+    bytes: futures::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>,
+    buffer: Vec<u8>,
+}
+
+impl SseEvents {
+    /// The next event (`data:` JSON), `None` when the stream closed. Panics after 30 s.
+    pub async fn next(&mut self) -> Option<Value> {
+        tokio::time::timeout(Duration::from_secs(30), self.next_inner()).await.expect("no SSE event within 30 s")
+    }
+
+    async fn next_inner(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let frame = String::from_utf8_lossy(&self.buffer.drain(..end + 2).collect::<Vec<u8>>()).into_owned();
+                let data: String = frame.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
+                if data.is_empty() {
+                    continue;
+                }
+                let v: Value = serde_json::from_str(&data).expect("SSE data is JSON");
+                if self.rpc {
+                    return Some(v.get("result").cloned().unwrap_or(v));
+                }
+                return Some(v);
+            }
+            match self.bytes.next().await {
+                Some(Ok(chunk)) => self.buffer.extend_from_slice(&chunk),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Every remaining event until the stream closes.
+    pub async fn collect_all(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next().await {
+            out.push(e);
+        }
+        out
+    }
+}
+
+/// The kind of a stream event (`task`, `statusUpdate`, ...).
+pub fn kind(event: &Value) -> &str {
+    event.as_object().and_then(|o| o.keys().next()).map(String::as_str).unwrap_or("")
+}
+
+/// The state a stream event carries, if any.
+pub fn state(event: &Value) -> Option<&str> {
+    event.get("task").or_else(|| event.get("statusUpdate")).and_then(|e| e["status"]["state"].as_str())
+}
+
+/// The task id of a stream's first (Task) event.
+pub fn task_id(events: &[Value]) -> String {
+    events[0]["task"]["id"].as_str().expect("first event is a Task").to_string()
+}

@@ -159,6 +159,14 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Ids of every task whose log has begun.
+    pub async fn task_ids(&self) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT task_id FROM tasks ORDER BY task_id").fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,6 +34,10 @@ pub struct TaskInput {
     pub lifecycle: Lifecycle,
     /// Model provider name (D6), e.g. `echo`.
     pub model: String,
+    /// After reaching a terminal state the run stays open this long, so a message racing
+    /// the end is refused by the validator naming the state (S7), then it closes.
+    #[serde(default)]
+    pub linger_secs: u64,
 }
 
 /// One message for the task's inbox (the `inbox` update's input). Already redacted.

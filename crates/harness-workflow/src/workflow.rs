@@ -158,8 +158,11 @@ impl TaskWorkflow {
                 }
             }
         }
-        ctx.wait_condition(|_| true).await?;
-        let _ = ctx.all_handlers_finished();
+        let linger = ctx.state(|s| s.input.linger_secs);
+        if linger > 0 {
+            ctx.timer(Duration::from_secs(linger)).await;
+        }
+        // TEMPORAL-RUST.md item 6: the handlers are synchronous, so none is cut off here.
         Ok(ctx.state(|s| s.task.status.state))
     }
 

@@ -13,6 +13,7 @@
 //! task_queue = "tiny-harness"
 //! cli = "/path/to/temporal"    # optional; else PATH, else the cache dir, else pip
 //! request_timeout_secs = 10    # bound on every client call to Temporal
+//! worker = true                # false: serve only; workers run in other processes
 //!
 //! [store]
 //! url = "sqlite://.tiny-harness/harness.db"   # default: harness.db in the data dir
@@ -20,6 +21,7 @@
 //! [agent]
 //! lifecycle = "conversation"   # or "one-shot"
 //! model = "echo"               # or "scripted"
+//! terminal_linger_secs = 2     # the run stays open this long after its terminal event
 //!
 //! [models.scripted]
 //! file = "replies.toml"
@@ -69,6 +71,8 @@ pub struct TemporalSection {
     pub task_queue: String,
     pub cli: Option<PathBuf>,
     pub request_timeout_secs: u64,
+    /// Run a worker in this process (false: a front end only; workers run elsewhere).
+    pub worker: bool,
 }
 
 impl Default for TemporalSection {
@@ -80,6 +84,7 @@ impl Default for TemporalSection {
             task_queue: "tiny-harness".into(),
             cli: None,
             request_timeout_secs: 10,
+            worker: true,
         }
     }
 }
@@ -95,11 +100,14 @@ pub struct StoreSection {
 pub struct AgentSection {
     pub lifecycle: Lifecycle,
     pub model: String,
+    /// Seconds a task's run stays open after its terminal event (late messages then meet
+    /// the workflow's own refusal).
+    pub terminal_linger_secs: u64,
 }
 
 impl Default for AgentSection {
     fn default() -> Self {
-        Self { lifecycle: Lifecycle::Conversation, model: "echo".into() }
+        Self { lifecycle: Lifecycle::Conversation, model: "echo".into(), terminal_linger_secs: 2 }
     }
 }
 
@@ -147,9 +155,8 @@ impl Config {
     pub fn from_file(path: &Path, data_dir: impl Into<PathBuf>) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
         let mut config: Config = toml::from_str(&text).map_err(|e| {
-            let key = e.span().map(|s| text[s].split('=').next().unwrap_or("").trim().to_string()).unwrap_or_default();
-            let at = if key.is_empty() { String::new() } else { format!(" at `{key}`") };
-            ConfigError(format!("config file {}{at}: {}", path.display(), e.message()))
+            let at = e.span().and_then(|s| key_at(&text, s.start)).map(|k| format!(" at `{k}`")).unwrap_or_default();
+            ConfigError(format!("config file {}{at}: {}", path.display(), e.message().trim()))
         })?;
         config.data_dir = data_dir.into();
         if let Some(file) = &config.models.scripted.file
@@ -174,6 +181,29 @@ impl Config {
     }
 }
 
+/// The dotted key (`section.key`) of the line holding byte `offset` of a TOML text.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let before = &text[..offset.min(text.len())];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let section = before[..line_start]
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix('[').and_then(|l| l.trim_end_matches(']').split(']').next()).map(|s| s.trim_matches('[').to_string()));
+    let line = line.trim();
+    if line.starts_with('[') {
+        return Some(line.trim_matches(['[', ']']).to_string());
+    }
+    let key = line.split('=').next()?.trim();
+    if key.is_empty() {
+        return section;
+    }
+    Some(match section {
+        Some(sec) => format!("{sec}.{key}"),
+        None => key.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,10 +214,10 @@ mod tests {
         let path = dir.path().join("h.toml");
         std::fs::write(&path, "[agent]\nlifecycle = \"forever\"\n").unwrap();
         let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
-        assert!(err.contains("h.toml") && err.contains("lifecycle"), "{err}");
+        assert!(err.contains("h.toml") && err.contains("`agent.lifecycle`") && err.contains("forever"), "{err}");
         std::fs::write(&path, "[agent]\nmodle = \"echo\"\n").unwrap();
         let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
-        assert!(err.contains("h.toml") && err.contains("modle"), "{err}");
+        assert!(err.contains("h.toml") && err.contains("agent.modle") && err.contains("unknown field"), "{err}");
     }
 
     #[test]

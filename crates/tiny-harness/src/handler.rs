@@ -46,6 +46,7 @@ pub struct HarnessHandler {
     pub(crate) task_queue: String,
     pub(crate) lifecycle: Lifecycle,
     pub(crate) model: String,
+    pub(crate) linger_secs: u64,
     pub(crate) timeout: Duration,
     pub(crate) card: AgentCard,
 }
@@ -137,6 +138,7 @@ impl HarnessHandler {
             task_queue: self.task_queue.clone(),
             lifecycle: self.lifecycle,
             model: self.model.clone(),
+            linger_secs: self.linger_secs,
         };
         let item = InboxItem { request_id: request_id.clone(), message };
         let options = WorkflowUpdateWithStartOptions::new(self.task_queue.clone(), task_id.clone(), WorkflowIdConflictPolicy::UseExisting)

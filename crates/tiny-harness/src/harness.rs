@@ -76,7 +76,12 @@ impl Harness {
         let client = connect(&address, &config.temporal.namespace).await?;
 
         let activities = Activities { store: store.clone(), models };
-        let (shutdown, worker_task) = spawn_worker(client.clone(), config.temporal.task_queue.clone(), activities).await?;
+        let (worker_shutdown, worker_task) = if config.temporal.worker {
+            let (shutdown, thread) = spawn_worker(client.clone(), config.temporal.task_queue.clone(), activities).await?;
+            (Some(shutdown), Some(thread))
+        } else {
+            (None, None)
+        };
 
         let handler = Arc::new(HarnessHandler {
             client,
@@ -85,10 +90,11 @@ impl Harness {
             task_queue: config.temporal.task_queue.clone(),
             lifecycle: config.agent.lifecycle,
             model: config.agent.model.clone(),
+            linger_secs: config.agent.terminal_linger_secs,
             timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
             card: crate::card::build(base_url.trim_end_matches('/')),
         });
-        Ok(Self { handler, worker_shutdown: Some(shutdown), worker_task: Some(worker_task), embedded, store })
+        Ok(Self { handler, worker_shutdown, worker_task, embedded, store })
     }
 
     /// The A2A routes (JSON-RPC, HTTP+JSON, card).

@@ -1,0 +1,263 @@
+//! The durable path end to end (D1, S4, S5, S7, S10, S13): the real `tiny-harness` binary,
+//! a real Temporal dev server, real HTTP on both bindings.
+
+use contract_tests::{HarnessOptions, HarnessProcess, kind, state, task_id, user_text};
+use serde_json::{Value, json};
+use std::time::Duration;
+use temporalio_client::{WorkflowDescribeOptions, WorkflowExecutionStatus};
+
+const SUBSTATE_KEY: &str = "io.github.madarauchiha-314.tiny-harness/status";
+
+fn artifact_text(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter_map(|e| e.get("artifactUpdate"))
+        .flat_map(|a| a["artifact"]["parts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn final_text(event: &Value) -> String {
+    event["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string()
+}
+
+async fn workflow_status(h: &HarnessProcess, task: &str) -> WorkflowExecutionStatus {
+    let client = h.temporal().await;
+    let handle = client.get_workflow_handle::<harness_workflow::TaskWorkflow>(task);
+    handle.describe(WorkflowDescribeOptions::default()).await.expect("describe").status()
+}
+
+async fn wait_until_closed(h: &HarnessProcess, task: &str) {
+    for _ in 0..200 {
+        if workflow_status(h, task).await != WorkflowExecutionStatus::Running {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the workflow of {task} did not close");
+}
+
+#[tokio::test]
+async fn a_streamed_conversation_turn_is_task_working_chunks_then_parked_and_a_second_message_continues_it() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let c = h.client();
+
+    let events = c.stream_message(user_text("hello big world")).await;
+    let kinds: Vec<&str> = events.iter().map(kind).collect();
+    assert_eq!(kinds[0], "task", "{events:#?}");
+    assert_eq!(state(&events[0]), Some("TASK_STATE_SUBMITTED"));
+    assert_eq!(events[0]["task"]["history"][0]["parts"][0]["text"], "hello big world");
+    assert_eq!(state(&events[1]), Some("TASK_STATE_WORKING"));
+    let chunks: Vec<&Value> = events.iter().filter(|e| kind(e) == "artifactUpdate").collect();
+    assert!(chunks.len() >= 2, "the reply streams in pieces: {events:#?}");
+    assert_eq!(chunks.last().unwrap()["artifactUpdate"]["lastChunk"], true);
+    assert_eq!(artifact_text(&events), "echo: hello big world");
+    let last = events.last().unwrap();
+    assert_eq!(state(last), Some("TASK_STATE_INPUT_REQUIRED"));
+    assert_eq!(last["statusUpdate"]["metadata"][SUBSTATE_KEY]["substate"], "awaiting-next-message");
+    assert_eq!(final_text(last), "echo: hello big world");
+
+    // D5: the parked conversation continues with the next message on the same task.
+    let task = task_id(&events);
+    let mut second = user_text("and again");
+    second["taskId"] = json!(task);
+    let events2 = c.stream_message(second).await;
+    assert_eq!(kind(&events2[0]), "task");
+    assert_eq!(events2[0]["task"]["id"], task.as_str());
+    assert_eq!(events2[0]["task"]["history"].as_array().unwrap().len(), 3, "user, agent, user");
+    assert_eq!(state(&events2[1]), Some("TASK_STATE_WORKING"));
+    assert_eq!(artifact_text(&events2), "echo: and again");
+    assert_eq!(final_text(events2.last().unwrap()), "echo: and again");
+    assert_eq!(state(events2.last().unwrap()), Some("TASK_STATE_INPUT_REQUIRED"));
+}
+
+#[tokio::test]
+async fn a_one_shot_task_streams_over_json_rpc_and_completes_when_its_turn_ends() {
+    let h = HarnessProcess::start(HarnessOptions { lifecycle: "one-shot", ..Default::default() }).await;
+    let mut stream = h.client().open_stream("", Some("SendStreamingMessage"), json!({"message": user_text("ping")})).await;
+    assert_eq!(stream.status, 200);
+    assert!(stream.content_type.starts_with("text/event-stream"), "{}", stream.content_type);
+    let events = stream.collect_all().await;
+    assert_eq!(kind(&events[0]), "task");
+    let last = events.last().unwrap();
+    assert_eq!(state(last), Some("TASK_STATE_COMPLETED"));
+    assert!(last["statusUpdate"].get("metadata").is_none(), "no substate on a completed task: {last}");
+    assert_eq!(final_text(last), "echo: ping");
+}
+
+#[tokio::test]
+async fn blocking_send_message_returns_the_task_at_its_final_event() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let r = h.client().send(user_text("block on me"), json!({})).await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "echo: block on me");
+    assert_eq!(task["history"].as_array().unwrap().len(), 2);
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], "echo: block on me");
+    // historyLength applies to the returned task.
+    let mut next = user_text("second");
+    next["taskId"] = task["id"].clone();
+    let r2 = h.client().send(next, json!({"historyLength": 1})).await;
+    assert_eq!(r2["result"]["task"]["history"].as_array().unwrap().len(), 1, "{r2}");
+}
+
+const SLOW_SCRIPT: &str = "[[reply]]\nchunks = [\"slow \", \"reply\"]\ndelay_ms = 1500\n";
+
+#[tokio::test]
+async fn return_immediately_answers_with_a_non_terminal_task_whose_inbox_row_already_exists() {
+    let h = HarnessProcess::start(HarnessOptions { script: Some(SLOW_SCRIPT.into()), ..Default::default() }).await;
+    let r = h.client().send(user_text("take your time"), json!({"returnImmediately": true})).await;
+    let task = &r["result"]["task"];
+    let st = task["status"]["state"].as_str().unwrap();
+    assert!(st == "TASK_STATE_SUBMITTED" || st == "TASK_STATE_WORKING", "{r}");
+    let id = task["id"].as_str().unwrap();
+    // S5: the message was durable before the answer.
+    let rows = h.store().await.inbox_of(id).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].outcome, "accepted");
+    assert!(rows[0].body.contains("take your time"));
+}
+
+#[tokio::test]
+async fn get_task_answers_while_the_workflow_runs_and_from_the_store_after_it_closed() {
+    let h = HarnessProcess::start(HarnessOptions {
+        lifecycle: "one-shot",
+        script: Some(SLOW_SCRIPT.into()),
+        linger_secs: 0,
+        ..Default::default()
+    })
+    .await;
+    let c = h.client();
+    let r = c.send(user_text("get me"), json!({"returnImmediately": true})).await;
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
+
+    let running = c.rpc("GetTask", json!({"id": id})).await;
+    let st = running["result"]["status"]["state"].as_str().unwrap();
+    assert!(st == "TASK_STATE_SUBMITTED" || st == "TASK_STATE_WORKING", "{running}");
+    assert_eq!(workflow_status(&h, &id).await, WorkflowExecutionStatus::Running);
+
+    let mut sub = c.open_stream(&format!("/tasks/{id}:subscribe"), None, json!({})).await;
+    let _ = sub.collect_all().await;
+    wait_until_closed(&h, &id).await;
+    let done = c.rest(reqwest::Method::GET, &format!("/tasks/{id}"), None).await;
+    assert_eq!(done.status, 200, "{:?}", done.body);
+    assert_eq!(done.body["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(done.body["artifacts"][0]["parts"][0]["text"], "slow reply");
+    let short = c.rest(reqwest::Method::GET, &format!("/tasks/{id}?historyLength=0"), None).await;
+    assert!(short.body.get("history").is_none(), "historyLength=0 drops the history: {:?}", short.body);
+}
+
+#[tokio::test]
+async fn subscribe_replays_from_seq_1_after_a_sigkill_restart_then_delivers_live_events() {
+    let mut h = HarnessProcess::start(HarnessOptions::default()).await;
+    let c = h.client();
+    let original = c.stream_message(user_text("remember this")).await;
+    let id = task_id(&original);
+
+    h.restart().await; // SIGKILL, then a new process on the same data dir
+    let mut sub = c.open_stream(&format!("/tasks/{id}:subscribe"), None, json!({})).await;
+    assert_eq!(sub.status, 200);
+    let mut replayed = Vec::new();
+    for _ in 0..original.len() {
+        replayed.push(sub.next().await.expect("replayed event"));
+    }
+    assert_eq!(replayed, original, "the replay is the original stream, event for event");
+
+    // S10: the subscriber stays attached to the parked conversation and sees what follows.
+    let mut next = user_text("what did I say?");
+    next["taskId"] = json!(id);
+    let r = c.send(next, json!({})).await;
+    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    let working = sub.next().await.unwrap();
+    assert_eq!(state(&working), Some("TASK_STATE_WORKING"));
+    let mut live = vec![working];
+    while state(live.last().unwrap()) != Some("TASK_STATE_INPUT_REQUIRED") {
+        live.push(sub.next().await.expect("live event"));
+    }
+    assert_eq!(artifact_text(&live), "echo: what did I say?");
+    let cancel = c.rpc("CancelTask", json!({"id": id})).await;
+    assert_eq!(cancel["result"]["status"]["state"], "TASK_STATE_CANCELED", "{cancel}");
+    let end = sub.next().await.unwrap();
+    assert_eq!(state(&end), Some("TASK_STATE_CANCELED"));
+    assert!(sub.next().await.is_none(), "the stream ends at the terminal state");
+}
+
+#[tokio::test]
+async fn a_message_to_a_canceled_task_is_refused_naming_the_state_before_and_after_the_run_closes() {
+    let h = HarnessProcess::start(HarnessOptions { linger_secs: 3, ..Default::default() }).await;
+    let c = h.client();
+    let r = c.send(user_text("start"), json!({})).await;
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
+    let canceled = c.rpc("CancelTask", json!({"id": id})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    let history_len = canceled["result"]["history"].as_array().unwrap().len();
+
+    let refuse = || async {
+        let mut m = user_text("too late");
+        m["taskId"] = json!(id);
+        c.send(m, json!({})).await
+    };
+    // The run is still open (lingering after its terminal event).
+    assert_eq!(workflow_status(&h, &id).await, WorkflowExecutionStatus::Running);
+    let open = refuse().await;
+    assert_eq!(open["error"]["code"], -32004, "{open}");
+    assert_eq!(open["error"]["message"], "the task is in a terminal state (TASK_STATE_CANCELED)");
+
+    wait_until_closed(&h, &id).await;
+    let closed = refuse().await;
+    assert_eq!(closed["error"]["code"], -32004, "{closed}");
+    assert_eq!(closed["error"]["message"], "the task is in a terminal state (TASK_STATE_CANCELED)");
+    let rest = c.rest(reqwest::Method::POST, "/message:send", Some(json!({"message": {"messageId": "x", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "x"}]}}).to_string())).await;
+    assert_eq!(rest.status, 400);
+    assert_eq!(rest.body["error"]["details"][0]["reason"], "UNSUPPORTED_OPERATION");
+
+    // The task is unchanged, and cancelling again is TaskNotCancelable.
+    let after = c.rpc("GetTask", json!({"id": id})).await;
+    assert_eq!(after["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    assert_eq!(after["result"]["history"].as_array().unwrap().len(), history_len);
+    let again = c.rpc("CancelTask", json!({"id": id})).await;
+    assert_eq!(again["error"]["code"], -32002, "{again}");
+    assert_eq!(again["error"]["message"], "the task is in a terminal state (TASK_STATE_CANCELED)");
+    let sub = c.rpc("SubscribeToTask", json!({"id": id})).await;
+    assert_eq!(sub["error"]["code"], -32004, "{sub}");
+}
+
+#[tokio::test]
+async fn a_cancel_mid_stream_cuts_the_turn_and_leaves_a_gap_free_log_ending_canceled() {
+    let script = "[[reply]]\nchunks = [\"a \", \"b \", \"c \", \"d \", \"e \", \"f \", \"g \", \"h \", \"i \", \"j\"]\ndelay_ms = 300\n";
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), ..Default::default() }).await;
+    let c = h.client();
+    let mut stream = c.open_stream("/message:stream", None, json!({"message": user_text("long one")})).await;
+    let first = stream.next().await.unwrap();
+    let id = first["task"]["id"].as_str().unwrap().to_string();
+    loop {
+        let e = stream.next().await.expect("event");
+        if kind(&e) == "artifactUpdate" {
+            break;
+        }
+    }
+    let canceled = c.rpc("CancelTask", json!({"id": id})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    let rest = stream.collect_all().await;
+    assert_eq!(state(rest.last().unwrap()), Some("TASK_STATE_CANCELED"), "{rest:#?}");
+
+    // D1: the store's log is gap-free from 1 and nothing follows the terminal event, even
+    // though the model was still producing chunks.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let log = h.store().await.events_after(&id, 0, 1000).await.unwrap();
+    let seqs: Vec<i64> = log.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    assert!(log.last().unwrap().event.is_terminal(), "the log ends with CANCELED");
+    assert!(log.iter().filter(|e| matches!(e.event, a2a_types::StreamResponse::ArtifactUpdate(_))).count() < 10, "the turn was cut");
+}
+
+#[tokio::test]
+async fn with_no_worker_polling_a_send_message_gets_a_clear_error_instead_of_hanging() {
+    let h = HarnessProcess::start(HarnessOptions { worker: false, request_timeout_secs: 2, ..Default::default() }).await;
+    let started = std::time::Instant::now();
+    let r = h.client().send(user_text("anyone there?"), json!({})).await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("did not answer") && msg.contains(&h.task_queue), "{msg}");
+}
