@@ -1,0 +1,64 @@
+//! Records `TaskWorkflow` histories for the determinism replay test
+//! (`crates/harness-workflow/tests/replay.rs`). Run by `cargo xtask histories` after a
+//! deliberate, compatible change to the workflow; CI only replays what is committed.
+
+use contract_tests::{HarnessOptions, HarnessProcess, task_id, user_text};
+use serde_json::json;
+use std::path::PathBuf;
+use temporalio_client::WorkflowFetchHistoryOptions;
+
+async fn save(h: &HarnessProcess, task: &str, name: &str) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../harness-workflow/tests/histories");
+    std::fs::create_dir_all(&dir).unwrap();
+    let client = h.temporal().await;
+    let handle = client.get_workflow_handle::<harness_workflow::TaskWorkflow>(task);
+    for _ in 0..100 {
+        let d = handle.describe(Default::default()).await.unwrap();
+        if d.status() != temporalio_client::WorkflowExecutionStatus::Running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let json = handle.fetch_history(WorkflowFetchHistoryOptions::default()).to_json().await.unwrap();
+    std::fs::write(dir.join(format!("{name}.json")), json).unwrap();
+}
+
+#[tokio::test]
+#[ignore = "writes the replay fixtures; run with `cargo xtask histories`"]
+async fn record_task_workflow_histories() {
+    // A conversation: two turns, then cancel.
+    let h = HarnessProcess::start(HarnessOptions { linger_secs: 0, ..Default::default() }).await;
+    let c = h.client();
+    let first = c.stream_message(user_text("first turn")).await;
+    let id = task_id(&first);
+    let mut next = user_text("second turn");
+    next["taskId"] = json!(id);
+    c.send(next, json!({})).await;
+    c.rpc("CancelTask", json!({"id": id})).await;
+    save(&h, &id, "conversation-two-turns-cancel").await;
+    drop(h);
+
+    // One-shot, completed.
+    let h = HarnessProcess::start(HarnessOptions { lifecycle: "one-shot", linger_secs: 0, ..Default::default() }).await;
+    let r = h.client().send(user_text("just once"), json!({})).await;
+    save(&h, r["result"]["task"]["id"].as_str().unwrap(), "one-shot-completed").await;
+    drop(h);
+
+    // A scripted model that fails: the task ends FAILED.
+    let script = "[[reply]]\nfail = \"scripted failure\"\n";
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() }).await;
+    let r = h.client().send(user_text("fail please"), json!({})).await;
+    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_FAILED", "{r}");
+    save(&h, r["result"]["task"]["id"].as_str().unwrap(), "model-failure").await;
+    drop(h);
+
+    // A cancel while the model streams.
+    let script = "[[reply]]\nchunks = [\"a \", \"b \", \"c \", \"d\"]\ndelay_ms = 400\n";
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() }).await;
+    let c = h.client();
+    let mut s = c.open_stream("/message:stream", None, json!({"message": user_text("cut me")})).await;
+    let id = s.next().await.unwrap()["task"]["id"].as_str().unwrap().to_string();
+    while contract_tests::kind(&s.next().await.unwrap()) != "artifactUpdate" {}
+    c.rpc("CancelTask", json!({"id": id})).await;
+    save(&h, &id, "cancel-mid-stream").await;
+}
