@@ -77,7 +77,8 @@ impl Harness {
 
         let activities = Activities { store: store.clone(), models };
         let (worker_shutdown, worker_task) = if config.temporal.worker {
-            let (shutdown, thread) = spawn_worker(client.clone(), config.temporal.task_queue.clone(), activities).await?;
+            let queue = config.temporal.task_queue.clone();
+            let (shutdown, thread) = spawn_worker_thread(client.clone(), move || task_worker_options(queue, activities)).await?;
             (Some(shutdown), Some(thread))
         } else {
             (None, None)
@@ -139,11 +140,25 @@ pub async fn connect(address: &str, namespace: &str) -> Result<Client, HarnessEr
     Client::new(connection, ClientOptions::new(namespace.to_string()).build()).map_err(|e| fail(e.to_string()))
 }
 
-type Shutdown = Box<dyn Fn() + Send + Sync>;
+/// Stops a worker started by [`spawn_worker_thread`].
+pub type Shutdown = Box<dyn Fn() + Send + Sync>;
 
-/// Runs the Temporal worker on a thread of its own: `Worker::run` is not `Send`, so it is
-/// driven by `block_on` there, while activities run on that runtime's pool.
-async fn spawn_worker(client: Client, task_queue: String, activities: Activities) -> Result<(Shutdown, std::thread::JoinHandle<()>), HarnessError> {
+fn task_worker_options(task_queue: String, activities: Activities) -> Result<WorkerOptions, String> {
+    Ok(WorkerOptions::new(task_queue)
+        .register_workflow::<TaskWorkflow>()
+        .map_err(|e| e.to_string())?
+        .register_activities(activities)
+        .graceful_shutdown_period(Duration::from_secs(5))
+        .build())
+}
+
+/// Runs a Temporal worker on a thread of its own: `Worker::run` is not `Send`, so it is
+/// driven by `block_on` there, while activities run on that runtime's pool. Returns once
+/// the worker exists, with its shutdown handle and thread.
+pub async fn spawn_worker_thread(
+    client: Client,
+    options: impl FnOnce() -> Result<WorkerOptions, String> + Send + 'static,
+) -> Result<(Shutdown, std::thread::JoinHandle<()>), HarnessError> {
     let (tx, rx) = tokio::sync::oneshot::channel::<Result<Shutdown, HarnessError>>();
     let thread = std::thread::Builder::new()
         .name("temporal-worker".into())
@@ -156,21 +171,14 @@ async fn spawn_worker(client: Client, task_queue: String, activities: Activities
                 }
             };
             rt.block_on(async move {
-                let built = (|| {
-                    let runtime = Runtime::from_current_tokio(Default::default()).map_err(|e| HarnessError::Worker(e.to_string()))?;
-                    let options = WorkerOptions::new(task_queue)
-                        .register_workflow::<TaskWorkflow>()
-                        .map_err(|e| HarnessError::Worker(e.to_string()))?
-                        .register_activities(activities)
-                        .graceful_shutdown_period(Duration::from_secs(5))
-                        .build();
-                    let worker = Worker::new(&runtime, client, options).map_err(|e| HarnessError::Worker(e.to_string()))?;
-                    Ok::<_, HarnessError>((runtime, worker))
-                })();
+                let built = Runtime::from_current_tokio(Default::default())
+                    .map_err(|e| e.to_string())
+                    .and_then(|runtime| Ok((runtime, options()?)))
+                    .and_then(|(runtime, options)| Worker::new(&runtime, client, options).map(|w| (runtime, w)).map_err(|e| e.to_string()));
                 let (_runtime, mut worker) = match built {
                     Ok(w) => w,
                     Err(e) => {
-                        let _ = tx.send(Err(e));
+                        let _ = tx.send(Err(HarnessError::Worker(e)));
                         return;
                     }
                 };

@@ -12,4 +12,4 @@ pub mod temporal_dev;
 pub use config::{Config, ConfigError, TemporalMode};
 pub use handler::{HarnessHandler, StopAt};
 pub use harness::{Harness, HarnessError};
-pub use harness::connect as connect_temporal;
+pub use harness::{Shutdown, connect as connect_temporal, spawn_worker_thread};

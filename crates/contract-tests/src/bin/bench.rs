@@ -1,0 +1,251 @@
+//! `cargo xtask bench`: the durable core's speed, measured side by side in one run on one
+//! embedded dev server (WAL), and reported as ratios to the floor (docs/performance.md).
+//!
+//! - floor: update-with-start round trip of a trivial workflow (an update that returns at
+//!   once) on the same server; raw throughput: updates/s of 16 concurrent trivial workflows;
+//! - the harness (release binary, echo model): time to first and to final event of a
+//!   streaming message on a new task, blocking SendMessage p50/p95, messages/s with 16
+//!   concurrent tasks, and its peak RSS.
+//!
+//! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10).
+
+use futures::StreamExt;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use temporalio_client::{Client, WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions, WorkflowUpdateWithStartOptions};
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowResult};
+
+#[workflow]
+#[derive(Default)]
+pub struct FloorWorkflow {
+    pings: u64,
+    done: bool,
+}
+
+#[workflow_methods]
+impl FloorWorkflow {
+    #[run(name = "FloorWorkflow")]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<u64> {
+        ctx.wait_condition(|s| s.done).await?;
+        Ok(ctx.state(|s| s.pings))
+    }
+
+    #[update(name = "ping")]
+    pub fn ping(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _n: u64) -> u64 {
+        self.pings += 1;
+        self.pings
+    }
+
+    #[signal(name = "stop")]
+    pub fn stop(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _x: ()) {
+        self.done = true;
+    }
+}
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
+}
+
+async fn floor_latency(client: &Client, samples: u64) -> Vec<Duration> {
+    let mut out = Vec::new();
+    for i in 0..samples + 5 {
+        let id = unique("floor");
+        let opts = WorkflowUpdateWithStartOptions::new("bench-floor", id.clone(), WorkflowIdConflictPolicy::UseExisting)
+            .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+            .build();
+        let t = Instant::now();
+        client.execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts).await.expect("floor update-with-start");
+        if i >= 5 {
+            out.push(t.elapsed());
+        }
+        let _ = client.get_workflow_handle::<FloorWorkflow>(id).signal(FloorWorkflow::stop, (), Default::default()).await;
+    }
+    out
+}
+
+async fn raw_throughput(client: &Client, seconds: u64) -> f64 {
+    let count = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let client = client.clone();
+        let count = count.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = unique("raw");
+            client.start_workflow(FloorWorkflow::run, (), WorkflowStartOptions::new("bench-floor", id.clone()).build()).await.expect("start");
+            let handle = client.get_workflow_handle::<FloorWorkflow>(id);
+            while Instant::now() < deadline {
+                handle.execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default()).await.expect("ping");
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = handle.signal(FloorWorkflow::stop, (), Default::default()).await;
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    count.load(Ordering::Relaxed) as f64 / seconds as f64
+}
+
+fn message(text: &str, task_id: Option<&str>) -> serde_json::Value {
+    let mut m = json!({"messageId": unique("m"), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(t) = task_id {
+        m["taskId"] = json!(t);
+    }
+    m
+}
+
+async fn rpc(http: &reqwest::Client, base: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let r = http.post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0").json(&body).send().await.expect("rpc");
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert!(v.get("error").is_none(), "{v}");
+    v
+}
+
+/// (time to first event, time to final event) of a streaming message on a new task.
+async fn stream_times(http: &reqwest::Client, base: &str) -> (Duration, Duration) {
+    let t = Instant::now();
+    let r = http
+        .post(format!("{base}/a2a/rest/message:stream"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"message": message("hello bench", None)}))
+        .send()
+        .await
+        .expect("stream");
+    let mut bytes = r.bytes_stream();
+    let mut first = None;
+    let mut buf = Vec::new();
+    while let Some(chunk) = bytes.next().await {
+        buf.extend_from_slice(&chunk.expect("chunk"));
+        if first.is_none() && buf.windows(2).any(|w| w == b"\n\n") {
+            first = Some(t.elapsed());
+        }
+    }
+    (first.expect("no event"), t.elapsed())
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let samples = arg("--samples", 40);
+    let seconds = arg("--seconds", 10);
+    let bin = std::env::var("TINY_HARNESS_BIN").unwrap_or_else(|_| "target/release/tiny-harness".into());
+    let dir = tempfile::tempdir()?;
+    let cli = tiny_harness::temporal_dev::find_or_provision_cli(None).await?;
+    let mut server = tiny_harness::temporal_dev::EmbeddedTemporal::start(&cli, &dir.path().join("temporal.db")).await?;
+    let client = tiny_harness::connect_temporal(&server.address, "default").await?;
+    let (stop_worker, _thread) = tiny_harness::spawn_worker_thread(client.clone(), || {
+        Ok(temporalio_sdk::WorkerOptions::new("bench-floor").register_workflow::<FloorWorkflow>().map_err(|e| e.to_string())?.build())
+    })
+    .await?;
+
+    eprintln!("bench: floor (update-with-start of a trivial workflow), {samples} samples");
+    let mut floor = floor_latency(&client, samples).await;
+    let floor_p50 = percentile(&mut floor, 0.5);
+    let floor_p95 = percentile(&mut floor, 0.95);
+    eprintln!("bench: raw update throughput, 16 workflows, {seconds} s");
+    let raw = raw_throughput(&client, seconds).await;
+
+    let port = tiny_harness::temporal_dev::free_port();
+    let config = dir.path().join("harness.toml");
+    std::fs::write(
+        &config,
+        format!("[server]\nport = {port}\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"bench-harness\"\n", server.address),
+    )?;
+    let mut harness = std::process::Command::new(&bin)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path().join("harness"))
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    while http.get(format!("{base}/.well-known/agent-card.json")).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    eprintln!("bench: streaming message on a new task, {samples} samples");
+    let mut firsts = Vec::new();
+    let mut finals = Vec::new();
+    for i in 0..samples + 5 {
+        let (first, fin) = stream_times(&http, &base).await;
+        if i >= 5 {
+            firsts.push(first);
+            finals.push(fin);
+        }
+    }
+    eprintln!("bench: blocking SendMessage on a new task, {samples} samples");
+    let mut blocking = Vec::new();
+    for i in 0..samples + 5 {
+        let t = Instant::now();
+        rpc(&http, &base, "SendMessage", json!({"message": message("hello", None)})).await;
+        if i >= 5 {
+            blocking.push(t.elapsed());
+        }
+    }
+    eprintln!("bench: messages/s with 16 concurrent tasks, {seconds} s");
+    let count = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    for _ in 0..16 {
+        let (http, base, count) = (http.clone(), base.clone(), count.clone());
+        tasks.push(tokio::spawn(async move {
+            let first = rpc(&http, &base, "SendMessage", json!({"message": message("start", None)})).await;
+            let task = first["result"]["task"]["id"].as_str().unwrap().to_string();
+            while Instant::now() < deadline {
+                rpc(&http, &base, "SendMessage", json!({"message": message("again", Some(&task))})).await;
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let harness_rate = count.load(Ordering::Relaxed) as f64 / seconds as f64;
+    let rss = peak_rss_kib(harness.id());
+    let _ = harness.kill();
+    let _ = harness.wait();
+    stop_worker();
+    server.stop().await;
+
+    let first_p50 = percentile(&mut firsts, 0.5);
+    let final_p50 = percentile(&mut finals, 0.5);
+    let block_p50 = percentile(&mut blocking, 0.5);
+    let block_p95 = percentile(&mut blocking, 0.95);
+    let f = ms(floor_p50);
+    println!("| measure | value | ratio | aim |");
+    println!("|---|---|---|---|");
+    println!("| floor: update-with-start, trivial workflow (p50 / p95) | {:.1} / {:.1} ms | 1.00 | |", f, ms(floor_p95));
+    println!("| streaming, new task: first event (p50) | {:.1} ms | {:.2}x floor | <= 1.2x |", ms(first_p50), ms(first_p50) / f);
+    println!("| streaming, new task: final event (p50) | {:.1} ms | {:.2}x floor | |", ms(final_p50), ms(final_p50) / f);
+    println!("| blocking SendMessage, new task (p50 / p95) | {:.1} / {:.1} ms | {:.2}x / {:.2}x floor | <= 2x |", ms(block_p50), ms(block_p95), ms(block_p50) / f, ms(block_p95) / f);
+    println!("| raw updates/s, 16 trivial workflows | {raw:.0} /s | 1.00 | |");
+    println!("| harness messages/s, 16 tasks | {harness_rate:.0} /s | {:.2}x raw | >= 0.8x |", harness_rate / raw);
+    println!("| harness peak RSS | {:.1} MiB | | |", rss as f64 / 1024.0);
+    Ok(())
+}
