@@ -28,7 +28,12 @@ fn json(body: Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
-pub(crate) async fn handle(State(state): State<AppState>, RawQuery(query): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn handle(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -57,9 +62,15 @@ fn to_value<T: serde::Serialize>(v: T) -> Result<Reply, A2AError> {
     serde_json::to_value(v).map(Reply::Value).map_err(|e| A2AError::internal(e.to_string()))
 }
 
-async fn dispatch(state: &AppState, headers: &HeaderMap, query: Option<&str>, req: RpcRequest) -> Result<Reply, A2AError> {
+async fn dispatch(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    req: RpcRequest,
+) -> Result<Reply, A2AError> {
     if !a2a_types::jsonrpc::METHODS.contains(&req.method.as_str()) {
-        return Err(A2AError::new(ErrorKind::MethodNotFound, format!("method not found: `{}`", req.method)).with("method", req.method));
+        return Err(A2AError::new(ErrorKind::MethodNotFound, format!("method not found: `{}`", req.method))
+            .with("method", req.method));
     }
     check_version(headers, query)?;
     let ctx = call_context(headers);
@@ -78,6 +89,9 @@ async fn dispatch(state: &AppState, headers: &HeaderMap, query: Option<&str>, re
             Ok(Reply::Stream(sse::respond(stream, RpcFraming { id: req.id }).await?))
         }
         "GetExtendedAgentCard" => Err(A2AError::unsupported("this agent declares no extended agent card")),
-        push => Err(A2AError::new(ErrorKind::PushNotificationNotSupported, format!("{push}: push notifications are not supported yet"))),
+        push => Err(A2AError::new(
+            ErrorKind::PushNotificationNotSupported,
+            format!("{push}: push notifications are not supported yet"),
+        )),
     }
 }

@@ -38,7 +38,8 @@ pub struct CallContext {
 #[async_trait::async_trait]
 pub trait RequestHandler: Send + Sync + 'static {
     async fn send_message(&self, ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError>;
-    async fn send_streaming_message(&self, ctx: &CallContext, req: SendMessageRequest) -> Result<EventStream, A2AError>;
+    async fn send_streaming_message(&self, ctx: &CallContext, req: SendMessageRequest)
+    -> Result<EventStream, A2AError>;
     async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError>;
     async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError>;
     async fn subscribe_to_task(&self, ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError>;
@@ -68,7 +69,8 @@ pub fn router(handler: Arc<dyn RequestHandler>) -> Router {
 async fn card(axum::extract::State(state): axum::extract::State<AppState>) -> axum::response::Response {
     use axum::response::IntoResponse;
     let card = state.handler.agent_card();
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], serde_json::to_string(&card).unwrap_or_default()).into_response()
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], serde_json::to_string(&card).unwrap_or_default())
+        .into_response()
 }
 
 /// Reads `A2A-Version` (header, else `A2A-Version` query parameter). Missing or empty
@@ -95,9 +97,12 @@ pub(crate) fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<
     };
     let major = version.split('.').next().unwrap_or("");
     if major != "1" {
-        return Err(A2AError::new(ErrorKind::VersionNotSupported, format!("A2A-Version {version} is not supported; this server speaks 1.0"))
-            .with("requestedVersion", version)
-            .with("supportedVersions", "1.0"));
+        return Err(A2AError::new(
+            ErrorKind::VersionNotSupported,
+            format!("A2A-Version {version} is not supported; this server speaks 1.0"),
+        )
+        .with("requestedVersion", version)
+        .with("supportedVersions", "1.0"));
     }
     Ok(())
 }

@@ -51,11 +51,12 @@ fn body_json(body: &Bytes) -> Result<Value, A2AError> {
     if body.is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    serde_json::from_slice(body).map_err(|e| A2AError::new(ErrorKind::ParseError, format!("parse error: the body is not valid JSON ({e})")))
+    serde_json::from_slice(body)
+        .map_err(|e| A2AError::new(ErrorKind::ParseError, format!("parse error: the body is not valid JSON ({e})")))
 }
 
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    query?.split('&').filter_map(|kv| kv.split_once('=')).filter(|(k, _)| *k == name).map(|(_, v)| v.to_string()).last()
+    query?.split('&').filter_map(|kv| kv.split_once('=')).filter(|(k, _)| *k == name).map(|(_, v)| v.to_string()).next_back()
 }
 
 async fn send(State(s): State<AppState>, RawQuery(q): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
@@ -82,20 +83,35 @@ async fn task_get(state: State<AppState>, Path(task): Path<String>, q: RawQuery,
     task_get_inner(state, task, q, headers).await
 }
 
-async fn task_get_tenant(state: State<AppState>, Path((_tenant, task)): Path<(String, String)>, q: RawQuery, headers: HeaderMap) -> Response {
+async fn task_get_tenant(
+    state: State<AppState>,
+    Path((_tenant, task)): Path<(String, String)>,
+    q: RawQuery,
+    headers: HeaderMap,
+) -> Response {
     task_get_inner(state, task, q, headers).await
 }
 
-async fn task_get_inner(State(s): State<AppState>, task: String, RawQuery(q): RawQuery, headers: HeaderMap) -> Response {
+async fn task_get_inner(
+    State(s): State<AppState>,
+    task: String,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
     let run = async {
         check_version(&headers, q.as_deref())?;
         let ctx = call_context(&headers);
         if let Some(id) = task.strip_suffix(":subscribe") {
-            let events = s.handler.subscribe_to_task(&ctx, SubscribeToTaskRequest { id: id.to_string(), ..Default::default() }).await?;
+            let events = s
+                .handler
+                .subscribe_to_task(&ctx, SubscribeToTaskRequest { id: id.to_string(), ..Default::default() })
+                .await?;
             return sse::respond(events, RestFraming).await;
         }
         let history_length = match query_param(q.as_deref(), "historyLength") {
-            Some(v) => Some(v.parse::<i32>().map_err(|_| A2AError::invalid_params(format!("invalid params: historyLength `{v}` is not an integer")))?),
+            Some(v) => Some(v.parse::<i32>().map_err(|_| {
+                A2AError::invalid_params(format!("invalid params: historyLength `{v}` is not an integer"))
+            })?),
             None => None,
         };
         let t = s.handler.get_task(&ctx, GetTaskRequest { id: task, history_length, ..Default::default() }).await?;
@@ -104,16 +120,34 @@ async fn task_get_inner(State(s): State<AppState>, task: String, RawQuery(q): Ra
     run.await.unwrap_or_else(error)
 }
 
-async fn task_post(state: State<AppState>, Path(task): Path<String>, q: RawQuery, headers: HeaderMap, body: Bytes) -> Response {
+async fn task_post(
+    state: State<AppState>,
+    Path(task): Path<String>,
+    q: RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     task_post_inner(state, task, q, headers, body).await
 }
 
-async fn task_post_tenant(state: State<AppState>, Path((_t, task)): Path<(String, String)>, q: RawQuery, headers: HeaderMap, body: Bytes) -> Response {
+async fn task_post_tenant(
+    state: State<AppState>,
+    Path((_t, task)): Path<(String, String)>,
+    q: RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     task_post_inner(state, task, q, headers, body).await
 }
 
 /// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
-async fn task_post_inner(State(s): State<AppState>, task: String, RawQuery(q): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
+async fn task_post_inner(
+    State(s): State<AppState>,
+    task: String,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let run = async {
         check_version(&headers, q.as_deref())?;
         let ctx = call_context(&headers);
@@ -123,7 +157,10 @@ async fn task_post_inner(State(s): State<AppState>, task: String, RawQuery(q): R
             return Ok(ok(s.handler.cancel_task(&ctx, req).await?));
         }
         if let Some(id) = task.strip_suffix(":subscribe") {
-            let events = s.handler.subscribe_to_task(&ctx, SubscribeToTaskRequest { id: id.to_string(), ..Default::default() }).await?;
+            let events = s
+                .handler
+                .subscribe_to_task(&ctx, SubscribeToTaskRequest { id: id.to_string(), ..Default::default() })
+                .await?;
             return sse::respond(events, RestFraming).await;
         }
         Err(A2AError::new(ErrorKind::MethodNotFound, format!("no such operation: POST /tasks/{task}")))

@@ -60,10 +60,9 @@ impl ErrorKind {
     pub fn grpc_status(self) -> &'static str {
         match self {
             Self::TaskNotFound | Self::MethodNotFound => "NOT_FOUND",
-            Self::ContentTypeNotSupported
-            | Self::ParseError
-            | Self::InvalidRequest
-            | Self::InvalidParams => "INVALID_ARGUMENT",
+            Self::ContentTypeNotSupported | Self::ParseError | Self::InvalidRequest | Self::InvalidParams => {
+                "INVALID_ARGUMENT"
+            }
             Self::InvalidAgentResponse | Self::Internal => "INTERNAL",
             Self::Unavailable => "UNAVAILABLE",
             _ => "FAILED_PRECONDITION",
@@ -149,11 +148,8 @@ impl A2AError {
             "metadata": self.metadata,
         })];
         if !self.field_violations.is_empty() {
-            let violations: Vec<Value> = self
-                .field_violations
-                .iter()
-                .map(|(f, d)| json!({"field": f, "description": d}))
-                .collect();
+            let violations: Vec<Value> =
+                self.field_violations.iter().map(|(f, d)| json!({"field": f, "description": d})).collect();
             details.push(json!({
                 "@type": "type.googleapis.com/google.rpc.BadRequest",
                 "fieldViolations": violations,

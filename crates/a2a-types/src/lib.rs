@@ -7,6 +7,7 @@
 //! enums as their proto names (integers accepted on input), default values omitted,
 //! oneof members as the discriminator, unknown fields ignored.
 
+pub mod card;
 mod enums;
 pub mod error;
 pub mod events;
@@ -14,7 +15,6 @@ pub mod jsonrpc;
 pub mod message;
 pub mod requests;
 pub mod task;
-pub mod card;
 pub mod validate;
 
 pub use card::*;

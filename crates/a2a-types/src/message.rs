@@ -67,12 +67,7 @@ pub struct Message {
 impl Message {
     /// An agent message made of one text part.
     pub fn agent_text(message_id: impl Into<String>, text: impl Into<String>) -> Self {
-        Self {
-            message_id: message_id.into(),
-            role: Role::Agent,
-            parts: vec![Part::text(text)],
-            ..Self::default()
-        }
+        Self { message_id: message_id.into(), role: Role::Agent, parts: vec![Part::text(text)], ..Self::default() }
     }
 
     /// The text parts joined by newlines.

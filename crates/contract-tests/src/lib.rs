@@ -33,7 +33,9 @@ fn start_private_dev_server() -> String {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         let cli = rt.block_on(tiny_harness::temporal_dev::find_or_provision_cli(None)).expect("temporal CLI");
         let dir = tempfile::tempdir().expect("tempdir");
-        let server = rt.block_on(tiny_harness::temporal_dev::EmbeddedTemporal::start(&cli, &dir.path().join("temporal.db"))).expect("dev server");
+        let server = rt
+            .block_on(tiny_harness::temporal_dev::EmbeddedTemporal::start(&cli, &dir.path().join("temporal.db")))
+            .expect("dev server");
         tx.send(server.address.clone()).expect("send");
         // Keep the server (and its directory) for the life of the process.
         let _keep = (server, dir);
@@ -49,7 +51,11 @@ pub fn harness_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let bin = dir.join("tiny-harness");
-    assert!(bin.is_file(), "{} is missing: run `cargo build -p harness-cli` first (cargo xtask test does)", bin.display());
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build -p harness-cli` first (cargo xtask test does)",
+        bin.display()
+    );
     bin
 }
 
@@ -69,7 +75,14 @@ pub struct HarnessOptions {
 
 impl Default for HarnessOptions {
     fn default() -> Self {
-        Self { lifecycle: "conversation", script: None, worker: true, request_timeout_secs: 10, linger_secs: 2, secrets: Vec::new() }
+        Self {
+            lifecycle: "conversation",
+            script: None,
+            worker: true,
+            request_timeout_secs: 10,
+            linger_secs: 2,
+            secrets: Vec::new(),
+        }
     }
 }
 
@@ -107,7 +120,15 @@ impl HarnessProcess {
         let config_path = data_dir.path().join("harness.toml");
         std::fs::write(&config_path, config).expect("config");
         let log_path = data_dir.path().join("harness.log");
-        let mut h = Self { child: None, base_url: format!("http://127.0.0.1:{port}"), port, task_queue, config_path, log_path, data_dir };
+        let mut h = Self {
+            child: None,
+            base_url: format!("http://127.0.0.1:{port}"),
+            port,
+            task_queue,
+            config_path,
+            log_path,
+            data_dir,
+        };
         h.spawn().await;
         h
     }
@@ -231,7 +252,10 @@ pub fn user_text(text: &str) -> Value {
 
 impl A2AClient {
     pub fn new(base: &str) -> Self {
-        Self { http: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client"), base: base.to_string() }
+        Self {
+            http: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client"),
+            base: base.to_string(),
+        }
     }
 
     async fn answer(r: reqwest::Response) -> Answer {
@@ -250,7 +274,15 @@ impl A2AClient {
 
     /// Posts a raw JSON-RPC body.
     pub async fn rpc_raw(&self, body: String) -> Answer {
-        let r = self.http.post(format!("{}/a2a/jsonrpc", self.base)).header("A2A-Version", "1.0").header("content-type", "application/json").body(body).send().await.expect("rpc");
+        let r = self
+            .http
+            .post(format!("{}/a2a/jsonrpc", self.base))
+            .header("A2A-Version", "1.0")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("rpc");
         Self::answer(r).await
     }
 
@@ -278,10 +310,17 @@ impl A2AClient {
                 .post(format!("{}/a2a/jsonrpc", self.base))
                 .body(json!({"jsonrpc": "2.0", "id": 7, "method": m, "params": body}).to_string()),
         };
-        let r = req.header("A2A-Version", "1.0").header("content-type", "application/json").send().await.expect("stream");
+        let r =
+            req.header("A2A-Version", "1.0").header("content-type", "application/json").send().await.expect("stream");
         let status = r.status().as_u16();
         let content_type = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        SseEvents { status, content_type, rpc: rpc_method.is_some(), bytes: r.bytes_stream().map(|c| c.map(|b| b.to_vec())).boxed(), buffer: Vec::new() }
+        SseEvents {
+            status,
+            content_type,
+            rpc: rpc_method.is_some(),
+            bytes: r.bytes_stream().map(|c| c.map(|b| b.to_vec())).boxed(),
+            buffer: Vec::new(),
+        }
     }
 
     /// Streams a message over REST and collects every event until the stream closes.

@@ -74,7 +74,8 @@ async fn a_streamed_conversation_turn_is_task_working_chunks_then_parked_and_a_s
 #[tokio::test]
 async fn a_one_shot_task_streams_over_json_rpc_and_completes_when_its_turn_ends() {
     let h = HarnessProcess::start(HarnessOptions { lifecycle: "one-shot", ..Default::default() }).await;
-    let mut stream = h.client().open_stream("", Some("SendStreamingMessage"), json!({"message": user_text("ping")})).await;
+    let mut stream =
+        h.client().open_stream("", Some("SendStreamingMessage"), json!({"message": user_text("ping")})).await;
     assert_eq!(stream.status, 200);
     assert!(stream.content_type.starts_with("text/event-stream"), "{}", stream.content_type);
     let events = stream.collect_all().await;
@@ -207,7 +208,16 @@ async fn a_message_to_a_canceled_task_is_refused_naming_the_state_before_and_aft
     let closed = refuse().await;
     assert_eq!(closed["error"]["code"], -32004, "{closed}");
     assert_eq!(closed["error"]["message"], "the task is in a terminal state (TASK_STATE_CANCELED)");
-    let rest = c.rest(reqwest::Method::POST, "/message:send", Some(json!({"message": {"messageId": "x", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "x"}]}}).to_string())).await;
+    let rest = c
+        .rest(
+            reqwest::Method::POST,
+            "/message:send",
+            Some(
+                json!({"message": {"messageId": "x", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "x"}]}})
+                    .to_string(),
+            ),
+        )
+        .await;
     assert_eq!(rest.status, 400);
     assert_eq!(rest.body["error"]["details"][0]["reason"], "UNSUPPORTED_OPERATION");
 
@@ -248,12 +258,16 @@ async fn a_cancel_mid_stream_cuts_the_turn_and_leaves_a_gap_free_log_ending_canc
     let seqs: Vec<i64> = log.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
     assert!(log.last().unwrap().event.is_terminal(), "the log ends with CANCELED");
-    assert!(log.iter().filter(|e| matches!(e.event, a2a_types::StreamResponse::ArtifactUpdate(_))).count() < 10, "the turn was cut");
+    assert!(
+        log.iter().filter(|e| matches!(e.event, a2a_types::StreamResponse::ArtifactUpdate(_))).count() < 10,
+        "the turn was cut"
+    );
 }
 
 #[tokio::test]
 async fn with_no_worker_polling_a_send_message_gets_a_clear_error_instead_of_hanging() {
-    let h = HarnessProcess::start(HarnessOptions { worker: false, request_timeout_secs: 2, ..Default::default() }).await;
+    let h =
+        HarnessProcess::start(HarnessOptions { worker: false, request_timeout_secs: 2, ..Default::default() }).await;
     let started = std::time::Instant::now();
     let r = h.client().send(user_text("anyone there?"), json!({})).await;
     assert!(started.elapsed() < Duration::from_secs(30));

@@ -46,7 +46,8 @@ async fn record_task_workflow_histories() {
 
     // A scripted model that fails: the task ends FAILED.
     let script = "[[reply]]\nfail = \"scripted failure\"\n";
-    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() }).await;
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() })
+        .await;
     let r = h.client().send(user_text("fail please"), json!({})).await;
     assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_FAILED", "{r}");
     save(&h, r["result"]["task"]["id"].as_str().unwrap(), "model-failure").await;
@@ -54,7 +55,8 @@ async fn record_task_workflow_histories() {
 
     // A cancel while the model streams.
     let script = "[[reply]]\nchunks = [\"a \", \"b \", \"c \", \"d\"]\ndelay_ms = 400\n";
-    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() }).await;
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() })
+        .await;
     let c = h.client();
     let mut s = c.open_stream("/message:stream", None, json!({"message": user_text("cut me")})).await;
     let id = s.next().await.unwrap()["task"]["id"].as_str().unwrap().to_string();

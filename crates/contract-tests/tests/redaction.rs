@@ -11,7 +11,13 @@ const ASSIGNED: &str = "hunter2hunter2";
 
 #[tokio::test]
 async fn a_key_sent_in_a_message_never_reaches_the_store_the_history_or_the_model() {
-    let h = HarnessProcess::start(HarnessOptions { secrets: vec![CONFIGURED.into()], lifecycle: "one-shot", linger_secs: 0, ..Default::default() }).await;
+    let h = HarnessProcess::start(HarnessOptions {
+        secrets: vec![CONFIGURED.into()],
+        lifecycle: "one-shot",
+        linger_secs: 0,
+        ..Default::default()
+    })
+    .await;
     let text = format!("use {SHAPED} with {CONFIGURED} and password={ASSIGNED}");
     let r = h.client().send(user_text(&text), json!({})).await;
     let task = &r["result"]["task"];
@@ -28,7 +34,14 @@ async fn a_key_sent_in_a_message_never_reaches_the_store_the_history_or_the_mode
         }
     }
     assert!(!stored.is_empty());
-    let raw = h.temporal().await.get_workflow_handle::<harness_workflow::TaskWorkflow>(id).fetch_history(WorkflowFetchHistoryOptions::default()).to_json().await.unwrap();
+    let raw = h
+        .temporal()
+        .await
+        .get_workflow_handle::<harness_workflow::TaskWorkflow>(id)
+        .fetch_history(WorkflowFetchHistoryOptions::default())
+        .to_json()
+        .await
+        .unwrap();
     // Payloads are base64 in the JSON history: decode every string that decodes.
     let mut history = raw.clone();
     decoded_strings(&serde_json::from_slice(&raw).unwrap(), &mut history);

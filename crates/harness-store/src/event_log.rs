@@ -55,12 +55,14 @@ impl Store {
         let mut tx = self.pool().begin().await?;
         // The first statement writes, so SQLite takes its write lock at once and Postgres
         // locks the task row: appends of one task are serialised from here on.
-        sqlx::query("INSERT INTO tasks (task_id, task_queue, updated_at) VALUES ($1, $2, $3) ON CONFLICT (task_id) DO NOTHING")
-            .bind(&e.task_id)
-            .bind(&e.task_queue)
-            .bind(now())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO tasks (task_id, task_queue, updated_at) VALUES ($1, $2, $3) ON CONFLICT (task_id) DO NOTHING",
+        )
+        .bind(&e.task_id)
+        .bind(&e.task_queue)
+        .bind(now())
+        .execute(&mut *tx)
+        .await?;
         let row = sqlx::query("UPDATE tasks SET last_seq = last_seq WHERE task_id = $1 RETURNING last_seq, state")
             .bind(&e.task_id)
             .fetch_one(&mut *tx)

@@ -38,7 +38,13 @@ pub struct InboxRow {
 
 impl Store {
     /// Writes the audit row of an incoming (already redacted) message.
-    pub async fn record_inbox(&self, request_id: &str, task_id: &str, message: &Message, outcome: InboxOutcome) -> Result<(), StoreError> {
+    pub async fn record_inbox(
+        &self,
+        request_id: &str,
+        task_id: &str,
+        message: &Message,
+        outcome: InboxOutcome,
+    ) -> Result<(), StoreError> {
         sqlx::query("INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body) VALUES ($1, $2, $3, $4, $5, $6)")
             .bind(request_id)
             .bind(task_id)

@@ -72,8 +72,10 @@ impl Store {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if kind == Backend::Sqlite {
-                        conn.execute("PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
-                            .await?;
+                        conn.execute(
+                            "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+                        )
+                        .await?;
                     }
                     Ok(())
                 })

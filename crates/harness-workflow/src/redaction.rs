@@ -69,7 +69,12 @@ impl Redactor {
                     .replace_all(&out, |c: &Captures| {
                         let kept = shape.keep.and_then(|i| c.get(i)).map_or("", |m| m.as_str());
                         // The URL shape keeps the `@` after the password too.
-                        let tail = if c.len() > 2 && shape.keep == Some(1) && c.get(2).is_some_and(|m| m.as_str() == "@") { "@" } else { "" };
+                        let tail =
+                            if c.len() > 2 && shape.keep == Some(1) && c.get(2).is_some_and(|m| m.as_str() == "@") {
+                                "@"
+                            } else {
+                                ""
+                            };
                         format!("{kept}{REDACTED}{tail}")
                     })
                     .into_owned();

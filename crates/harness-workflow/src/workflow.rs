@@ -18,8 +18,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
-    ActivityExecutionError, ActivityOptions, CancellableFuture, LocalActivityOptions, SyncWorkflowContext, WorkflowContext,
-    WorkflowContextView, WorkflowResult,
+    ActivityExecutionError, ActivityOptions, CancellableFuture, LocalActivityOptions, SyncWorkflowContext,
+    WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
 /// How long a workflow whose first inbox update was refused waits for a message before it
@@ -141,7 +141,8 @@ impl TaskWorkflow {
                             break;
                         }
                         Lifecycle::Conversation => {
-                            set_status(ctx, TaskState::InputRequired, Some(reply_message), Some(AWAITING_NEXT_MESSAGE)).await?;
+                            set_status(ctx, TaskState::InputRequired, Some(reply_message), Some(AWAITING_NEXT_MESSAGE))
+                                .await?;
                         }
                     }
                 }
@@ -168,14 +169,20 @@ impl TaskWorkflow {
 
     /// Refuses what must be refused before anything changes (S7).
     #[update_validator(inbox)]
-    pub fn validate_inbox(&self, _ctx: &WorkflowContextView, item: &InboxItem) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    pub fn validate_inbox(
+        &self,
+        _ctx: &WorkflowContextView,
+        item: &InboxItem,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let state = self.task.status.state;
         if state.is_terminal() || self.cancel.is_some() {
             let state = if state.is_terminal() { state } else { TaskState::Canceled };
             return Err(Refusal::unsupported(terminal_refusal(state)).encode().into());
         }
         if item.message.parts.is_empty() {
-            return Err(Refusal { reason: "INVALID_PARAMS".into(), message: "the message has no parts".into() }.encode().into());
+            return Err(Refusal { reason: "INVALID_PARAMS".into(), message: "the message has no parts".into() }
+                .encode()
+                .into());
         }
         Ok(())
     }
@@ -243,7 +250,11 @@ async fn set_status(
 }
 
 /// Emits one event through the `emit_event` local activity; the store assigns its seq.
-async fn emit(ctx: &mut WorkflowContext<TaskWorkflow>, event: StreamResponse, snapshot: Option<Task>) -> WorkflowResult<()> {
+async fn emit(
+    ctx: &mut WorkflowContext<TaskWorkflow>,
+    event: StreamResponse,
+    snapshot: Option<Task>,
+) -> WorkflowResult<()> {
     let input = ctx.state_mut(|s| {
         s.next_key += 1;
         EmitInput {
@@ -272,4 +283,3 @@ async fn emit(ctx: &mut WorkflowContext<TaskWorkflow>, event: StreamResponse, sn
     ctx.state_mut(|s| s.last_seq = s.last_seq.max(seq));
     Ok(())
 }
-

@@ -12,7 +12,9 @@ async fn recorded_histories_replay_without_nondeterminism() {
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("tests/histories").map(|e| e.unwrap().path()).collect();
     files.sort();
     assert!(files.len() >= 4, "expected the recorded histories in {}", dir.display());
-    let replayer = WorkflowReplayer::new(WorkflowReplayerOptions::new().register_workflow::<TaskWorkflow>().unwrap().build()).unwrap();
+    let replayer =
+        WorkflowReplayer::new(WorkflowReplayerOptions::new().register_workflow::<TaskWorkflow>().unwrap().build())
+            .unwrap();
     for file in files {
         let history = WorkflowHistory::from_json(&std::fs::read(&file).unwrap()).unwrap();
         if let Err(e) = replayer.replay_workflow(history).await {

@@ -13,9 +13,16 @@ pub fn build(base_url: &str) -> AgentCard {
     AgentCard {
         name: "tiny-harness".into(),
         description: "A durable A2A agent: every task is a Temporal workflow.".into(),
-        supported_interfaces: vec![interface(a2a_server::JSONRPC_PATH, "JSONRPC"), interface(a2a_server::REST_PATH, "HTTP+JSON")],
+        supported_interfaces: vec![
+            interface(a2a_server::JSONRPC_PATH, "JSONRPC"),
+            interface(a2a_server::REST_PATH, "HTTP+JSON"),
+        ],
         version: env!("CARGO_PKG_VERSION").into(),
-        capabilities: AgentCapabilities { streaming: Some(true), push_notifications: Some(false), ..Default::default() },
+        capabilities: AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(false),
+            ..Default::default()
+        },
         default_input_modes: vec!["text/plain".into()],
         default_output_modes: vec!["text/plain".into()],
         skills: vec![AgentSkill {

@@ -153,7 +153,8 @@ impl Config {
 
     /// Reads a TOML file over the defaults.
     pub fn from_file(path: &Path, data_dir: impl Into<PathBuf>) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
         let mut config: Config = toml::from_str(&text).map_err(|e| {
             let at = e.span().and_then(|s| key_at(&text, s.start)).map(|k| format!(" at `{k}`")).unwrap_or_default();
             ConfigError(format!("config file {}{at}: {}", path.display(), e.message().trim()))
@@ -186,10 +187,12 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     let before = &text[..offset.min(text.len())];
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next().unwrap_or("");
-    let section = before[..line_start]
-        .lines()
-        .rev()
-        .find_map(|l| l.trim().strip_prefix('[').and_then(|l| l.trim_end_matches(']').split(']').next()).map(|s| s.trim_matches('[').to_string()));
+    let section = before[..line_start].lines().rev().find_map(|l| {
+        l.trim()
+            .strip_prefix('[')
+            .and_then(|l| l.trim_end_matches(']').split(']').next())
+            .map(|s| s.trim_matches('[').to_string())
+    });
     let line = line.trim();
     if line.starts_with('[') {
         return Some(line.trim_matches(['[', ']']).to_string());

@@ -6,18 +6,21 @@
 
 use a2a_server::{CallContext, EventStream, RequestHandler};
 use a2a_types::{
-    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, Message, SendMessageRequest, SendMessageResponse,
-    StreamResponse, SubscribeToTaskRequest, Task, TaskState, validate,
+    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, Message, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskState, validate,
 };
 use futures::StreamExt;
 use harness_store::{InboxOutcome, Store, TaskRow};
 use harness_workflow::redaction::Redactor;
-use harness_workflow::{CancelRequest, InboxItem, Lifecycle, Receipt, Refusal, TaskInput, TaskWorkflow, terminal_refusal};
+use harness_workflow::{
+    CancelRequest, InboxItem, Lifecycle, Receipt, Refusal, TaskInput, TaskWorkflow, terminal_refusal,
+};
 use std::future::Future;
 use std::time::Duration;
 use temporalio_client::errors::{WorkflowQueryError, WorkflowUpdateError, WorkflowUpdateWithStartError};
 use temporalio_client::{
-    Client, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions, WorkflowSignalOptions, WorkflowUpdateWithStartOptions,
+    Client, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions, WorkflowSignalOptions,
+    WorkflowUpdateWithStartOptions,
 };
 
 /// Where a log stream stops.
@@ -83,7 +86,9 @@ impl HarnessHandler {
 
     /// Audits a refused message and returns the refusal.
     async fn refuse(&self, request_id: &str, task_id: &str, message: &Message, err: A2AError) -> A2AError {
-        if let Err(e) = self.store.record_inbox(request_id, task_id, message, InboxOutcome::Refused(err.message.clone())).await {
+        if let Err(e) =
+            self.store.record_inbox(request_id, task_id, message, InboxOutcome::Refused(err.message.clone())).await
+        {
             tracing::warn!(error = %e, "could not write the audit row of a refused message");
         }
         err
@@ -104,14 +109,22 @@ impl HarnessHandler {
         self.redactor.message(&mut message);
 
         let (task_id, context_id) = if message.task_id.is_empty() {
-            let context_id = if message.context_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { message.context_id.clone() };
+            let context_id = if message.context_id.is_empty() {
+                uuid::Uuid::new_v4().to_string()
+            } else {
+                message.context_id.clone()
+            };
             (uuid::Uuid::new_v4().to_string(), context_id)
         } else {
             let task_id = message.task_id.clone();
             match self.row(&task_id).await? {
-                None => return Err(self.refuse(&request_id, &task_id, &message, A2AError::task_not_found(&task_id)).await),
+                None => {
+                    return Err(self.refuse(&request_id, &task_id, &message, A2AError::task_not_found(&task_id)).await);
+                }
                 Some(row) if row.state.is_terminal() => {
-                    let err = A2AError::unsupported(terminal_refusal(row.state)).with("taskId", &task_id).with("state", row.state.as_str());
+                    let err = A2AError::unsupported(terminal_refusal(row.state))
+                        .with("taskId", &task_id)
+                        .with("state", row.state.as_str());
                     return Err(self.refuse(&request_id, &task_id, &message, err).await);
                 }
                 Some(row) => {
@@ -141,13 +154,23 @@ impl HarnessHandler {
             linger_secs: self.linger_secs,
         };
         let item = InboxItem { request_id: request_id.clone(), message };
-        let options = WorkflowUpdateWithStartOptions::new(self.task_queue.clone(), task_id.clone(), WorkflowIdConflictPolicy::UseExisting)
-            .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-            .build();
+        let options = WorkflowUpdateWithStartOptions::new(
+            self.task_queue.clone(),
+            task_id.clone(),
+            WorkflowIdConflictPolicy::UseExisting,
+        )
+        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+        .build();
         let sent = self
             .bounded(
                 "the message",
-                self.client.execute_update_with_start_workflow(TaskWorkflow::run, input, TaskWorkflow::inbox, item, options),
+                self.client.execute_update_with_start_workflow(
+                    TaskWorkflow::run,
+                    input,
+                    TaskWorkflow::inbox,
+                    item,
+                    options,
+                ),
             )
             .await;
         let outcome = match sent {
@@ -181,7 +204,9 @@ impl HarnessHandler {
             || text.contains("already completed");
         if closed && let Ok(Some(row)) = self.store.task(task_id).await {
             let state = if row.state.is_terminal() { row.state } else { TaskState::Failed };
-            return A2AError::unsupported(terminal_refusal(state)).with("taskId", task_id).with("state", state.as_str());
+            return A2AError::unsupported(terminal_refusal(state))
+                .with("taskId", task_id)
+                .with("state", state.as_str());
         }
         tracing::error!(task_id, error = %e, "update-with-start failed");
         A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
@@ -230,9 +255,14 @@ impl HarnessHandler {
             return Ok(row.task.clone());
         }
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
-        match self.bounded("the task query", handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default())).await {
+        match self
+            .bounded("the task query", handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default()))
+            .await
+        {
             Ok(Ok(task)) => Ok(task),
-            Ok(Err(WorkflowQueryError::NotFound(_))) => row.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id)),
+            Ok(Err(WorkflowQueryError::NotFound(_))) => {
+                row.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id))
+            }
             Ok(Err(e)) => row.map(|r| r.task).ok_or_else(|| A2AError::internal(format!("the task query failed: {e}"))),
             Err(timeout) => row.map(|r| r.task).ok_or(timeout),
         }
@@ -252,11 +282,19 @@ impl RequestHandler for HarnessHandler {
         while let Some(event) = events.next().await {
             event?;
         }
-        let task = self.row(&accepted.task_id).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(&accepted.task_id))?;
+        let task = self
+            .row(&accepted.task_id)
+            .await?
+            .map(|r| r.task)
+            .ok_or_else(|| A2AError::task_not_found(&accepted.task_id))?;
         Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)))
     }
 
-    async fn send_streaming_message(&self, _ctx: &CallContext, req: SendMessageRequest) -> Result<EventStream, A2AError> {
+    async fn send_streaming_message(
+        &self,
+        _ctx: &CallContext,
+        req: SendMessageRequest,
+    ) -> Result<EventStream, A2AError> {
         let accepted = self.accept(req).await?;
         let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final);
         if accepted.receipt.cursor == 0 {
@@ -281,7 +319,9 @@ impl RequestHandler for HarnessHandler {
         validate::task_id(&req.id, "id")?;
         let task = self.current_task(&req.id).await?;
         let not_cancelable = |state: TaskState| {
-            A2AError::new(ErrorKind::TaskNotCancelable, terminal_refusal(state)).with("taskId", &req.id).with("state", state.as_str())
+            A2AError::new(ErrorKind::TaskNotCancelable, terminal_refusal(state))
+                .with("taskId", &req.id)
+                .with("state", state.as_str())
         };
         if task.status.state.is_terminal() {
             return Err(not_cancelable(task.status.state));
@@ -289,7 +329,10 @@ impl RequestHandler for HarnessHandler {
         let after = self.row(&req.id).await?.map_or(0, |r| r.last_seq);
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(req.id.clone());
         let reason = CancelRequest { reason: "CancelTask".into() };
-        match self.bounded("the cancel", handle.signal(TaskWorkflow::cancel, reason, WorkflowSignalOptions::default())).await? {
+        match self
+            .bounded("the cancel", handle.signal(TaskWorkflow::cancel, reason, WorkflowSignalOptions::default()))
+            .await?
+        {
             Ok(()) => {}
             Err(e) => {
                 if let Some(row) = self.row(&req.id).await?
@@ -311,7 +354,11 @@ impl RequestHandler for HarnessHandler {
         self.row(&req.id).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(&req.id))
     }
 
-    async fn subscribe_to_task(&self, _ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError> {
+    async fn subscribe_to_task(
+        &self,
+        _ctx: &CallContext,
+        req: SubscribeToTaskRequest,
+    ) -> Result<EventStream, A2AError> {
         validate::task_id(&req.id, "id")?;
         let task = self.current_task(&req.id).await?;
         if task.status.state.is_terminal() {

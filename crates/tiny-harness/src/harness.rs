@@ -60,8 +60,9 @@ impl Harness {
     /// worker. `base_url` is where clients reach the server (for the card).
     pub async fn start(config: &Config, base_url: &str) -> Result<Self, HarnessError> {
         let models = models(config)?;
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| crate::ConfigError(format!("cannot create the data dir {}: {e}", config.data_dir.display())))?;
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            crate::ConfigError(format!("cannot create the data dir {}: {e}", config.data_dir.display()))
+        })?;
         let store = Store::connect(&config.store_url()).await?;
 
         let (embedded, address) = match config.temporal.mode {
@@ -78,7 +79,8 @@ impl Harness {
         let activities = Activities { store: store.clone(), models };
         let (worker_shutdown, worker_task) = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
-            let (shutdown, thread) = spawn_worker_thread(client.clone(), move || task_worker_options(queue, activities)).await?;
+            let (shutdown, thread) =
+                spawn_worker_thread(client.clone(), move || task_worker_options(queue, activities)).await?;
             (Some(shutdown), Some(thread))
         } else {
             (None, None)
@@ -133,10 +135,11 @@ impl Harness {
 pub async fn connect(address: &str, namespace: &str) -> Result<Client, HarnessError> {
     let fail = |why: String| HarnessError::Connect { address: address.to_string(), why };
     let url: url::Url = address.parse().map_err(|e: url::ParseError| fail(e.to_string()))?;
-    let connection = tokio::time::timeout(Duration::from_secs(30), Connection::connect(ConnectionOptions::new(url).build()))
-        .await
-        .map_err(|_| fail("no answer within 30 s".into()))?
-        .map_err(|e| fail(e.to_string()))?;
+    let connection =
+        tokio::time::timeout(Duration::from_secs(30), Connection::connect(ConnectionOptions::new(url).build()))
+            .await
+            .map_err(|_| fail("no answer within 30 s".into()))?
+            .map_err(|e| fail(e.to_string()))?;
     Client::new(connection, ClientOptions::new(namespace.to_string()).build()).map_err(|e| fail(e.to_string()))
 }
 
@@ -163,7 +166,12 @@ pub async fn spawn_worker_thread(
     let thread = std::thread::Builder::new()
         .name("temporal-worker".into())
         .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("harness-activity").enable_all().build() {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("harness-activity")
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => {
                     let _ = tx.send(Err(HarnessError::Worker(e.to_string())));
@@ -174,7 +182,9 @@ pub async fn spawn_worker_thread(
                 let built = Runtime::from_current_tokio(Default::default())
                     .map_err(|e| e.to_string())
                     .and_then(|runtime| Ok((runtime, options()?)))
-                    .and_then(|(runtime, options)| Worker::new(&runtime, client, options).map(|w| (runtime, w)).map_err(|e| e.to_string()));
+                    .and_then(|(runtime, options)| {
+                        Worker::new(&runtime, client, options).map(|w| (runtime, w)).map_err(|e| e.to_string())
+                    });
                 let (_runtime, mut worker) = match built {
                     Ok(w) => w,
                     Err(e) => {

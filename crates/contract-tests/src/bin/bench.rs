@@ -14,7 +14,10 @@ use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use temporalio_client::{Client, WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions, WorkflowUpdateWithStartOptions};
+use temporalio_client::{
+    Client, WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions,
+    WorkflowUpdateWithStartOptions,
+};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowResult};
 
@@ -67,15 +70,20 @@ async fn floor_latency(client: &Client, samples: u64) -> Vec<Duration> {
     let mut out = Vec::new();
     for i in 0..samples + 5 {
         let id = unique("floor");
-        let opts = WorkflowUpdateWithStartOptions::new("bench-floor", id.clone(), WorkflowIdConflictPolicy::UseExisting)
-            .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-            .build();
+        let opts =
+            WorkflowUpdateWithStartOptions::new("bench-floor", id.clone(), WorkflowIdConflictPolicy::UseExisting)
+                .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+                .build();
         let t = Instant::now();
-        client.execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts).await.expect("floor update-with-start");
+        client
+            .execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts)
+            .await
+            .expect("floor update-with-start");
         if i >= 5 {
             out.push(t.elapsed());
         }
-        let _ = client.get_workflow_handle::<FloorWorkflow>(id).signal(FloorWorkflow::stop, (), Default::default()).await;
+        let _ =
+            client.get_workflow_handle::<FloorWorkflow>(id).signal(FloorWorkflow::stop, (), Default::default()).await;
     }
     out
 }
@@ -89,10 +97,16 @@ async fn raw_throughput(client: &Client, seconds: u64) -> f64 {
         let count = count.clone();
         tasks.push(tokio::spawn(async move {
             let id = unique("raw");
-            client.start_workflow(FloorWorkflow::run, (), WorkflowStartOptions::new("bench-floor", id.clone()).build()).await.expect("start");
+            client
+                .start_workflow(FloorWorkflow::run, (), WorkflowStartOptions::new("bench-floor", id.clone()).build())
+                .await
+                .expect("start");
             let handle = client.get_workflow_handle::<FloorWorkflow>(id);
             while Instant::now() < deadline {
-                handle.execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default()).await.expect("ping");
+                handle
+                    .execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
+                    .await
+                    .expect("ping");
                 count.fetch_add(1, Ordering::Relaxed);
             }
             let _ = handle.signal(FloorWorkflow::stop, (), Default::default()).await;
@@ -114,7 +128,8 @@ fn message(text: &str, task_id: Option<&str>) -> serde_json::Value {
 
 async fn rpc(http: &reqwest::Client, base: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let r = http.post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0").json(&body).send().await.expect("rpc");
+    let r =
+        http.post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0").json(&body).send().await.expect("rpc");
     let v: serde_json::Value = r.json().await.expect("json");
     assert!(v.get("error").is_none(), "{v}");
     v
@@ -145,7 +160,12 @@ async fn stream_times(http: &reqwest::Client, base: &str) -> (Duration, Duration
 fn peak_rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -159,7 +179,10 @@ async fn main() -> anyhow::Result<()> {
     let mut server = tiny_harness::temporal_dev::EmbeddedTemporal::start(&cli, &dir.path().join("temporal.db")).await?;
     let client = tiny_harness::connect_temporal(&server.address, "default").await?;
     let (stop_worker, _thread) = tiny_harness::spawn_worker_thread(client.clone(), || {
-        Ok(temporalio_sdk::WorkerOptions::new("bench-floor").register_workflow::<FloorWorkflow>().map_err(|e| e.to_string())?.build())
+        Ok(temporalio_sdk::WorkerOptions::new("bench-floor")
+            .register_workflow::<FloorWorkflow>()
+            .map_err(|e| e.to_string())?
+            .build())
     })
     .await?;
 
@@ -174,7 +197,10 @@ async fn main() -> anyhow::Result<()> {
     let config = dir.path().join("harness.toml");
     std::fs::write(
         &config,
-        format!("[server]\nport = {port}\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"bench-harness\"\n", server.address),
+        format!(
+            "[server]\nport = {port}\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"bench-harness\"\n",
+            server.address
+        ),
     )?;
     let mut harness = std::process::Command::new(&bin)
         .args(["serve", "--config"])
@@ -240,10 +266,28 @@ async fn main() -> anyhow::Result<()> {
     let f = ms(floor_p50);
     println!("| measure | value | ratio | aim |");
     println!("|---|---|---|---|");
-    println!("| floor: update-with-start, trivial workflow (p50 / p95) | {:.1} / {:.1} ms | 1.00 | |", f, ms(floor_p95));
-    println!("| streaming, new task: first event (p50) | {:.1} ms | {:.2}x floor | <= 1.2x |", ms(first_p50), ms(first_p50) / f);
-    println!("| streaming, new task: final event (p50) | {:.1} ms | {:.2}x floor | |", ms(final_p50), ms(final_p50) / f);
-    println!("| blocking SendMessage, new task (p50 / p95) | {:.1} / {:.1} ms | {:.2}x / {:.2}x floor | <= 2x |", ms(block_p50), ms(block_p95), ms(block_p50) / f, ms(block_p95) / f);
+    println!(
+        "| floor: update-with-start, trivial workflow (p50 / p95) | {:.1} / {:.1} ms | 1.00 | |",
+        f,
+        ms(floor_p95)
+    );
+    println!(
+        "| streaming, new task: first event (p50) | {:.1} ms | {:.2}x floor | <= 1.2x |",
+        ms(first_p50),
+        ms(first_p50) / f
+    );
+    println!(
+        "| streaming, new task: final event (p50) | {:.1} ms | {:.2}x floor | |",
+        ms(final_p50),
+        ms(final_p50) / f
+    );
+    println!(
+        "| blocking SendMessage, new task (p50 / p95) | {:.1} / {:.1} ms | {:.2}x / {:.2}x floor | <= 2x |",
+        ms(block_p50),
+        ms(block_p95),
+        ms(block_p50) / f,
+        ms(block_p95) / f
+    );
     println!("| raw updates/s, 16 trivial workflows | {raw:.0} /s | 1.00 | |");
     println!("| harness messages/s, 16 tasks | {harness_rate:.0} /s | {:.2}x raw | >= 0.8x |", harness_rate / raw);
     println!("| harness peak RSS | {:.1} MiB | | |", rss as f64 / 1024.0);

@@ -14,7 +14,12 @@ use harness_store::{NewEvent, Store, StoreError};
 use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
-pub(super) async fn run(store: &Store, models: &ModelRegistry, ctx: &ActivityContext, input: ModelTurn) -> Result<ModelReply, ActivityError> {
+pub(super) async fn run(
+    store: &Store,
+    models: &ModelRegistry,
+    ctx: &ActivityContext,
+    input: ModelTurn,
+) -> Result<ModelReply, ActivityError> {
     let provider = models.get(&input.model).ok_or_else(|| {
         let names = models.names().join(", ");
         ActivityError::application(ApplicationFailure::non_retryable(format!(
@@ -49,7 +54,13 @@ pub(super) async fn run(store: &Store, models: &ModelRegistry, ctx: &ActivityCon
     Ok(ModelReply { text, chunks: index })
 }
 
-async fn append_chunk(store: &Store, turn: &ModelTurn, index: u32, text: String, last: bool) -> Result<(), ActivityError> {
+async fn append_chunk(
+    store: &Store,
+    turn: &ModelTurn,
+    index: u32,
+    text: String,
+    last: bool,
+) -> Result<(), ActivityError> {
     let event = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
         task_id: turn.task_id.clone(),
         context_id: turn.context_id.clone(),

@@ -27,7 +27,11 @@ impl Activities {
 
     /// Runs one model turn, streaming its output into the log as it is produced (D6, S12).
     #[activity(name = "call_model")]
-    pub async fn call_model(self: Arc<Self>, ctx: ActivityContext, input: ModelTurn) -> Result<ModelReply, ActivityError> {
+    pub async fn call_model(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: ModelTurn,
+    ) -> Result<ModelReply, ActivityError> {
         call_model::run(&self.store, &self.models, &ctx, input).await
     }
 }

@@ -75,10 +75,5 @@ impl ModelRegistry {
 
 /// The text of the newest user message of a conversation.
 pub fn last_user_text(history: &[Message]) -> String {
-    history
-        .iter()
-        .rev()
-        .find(|m| m.role == a2a_types::Role::User)
-        .map(|m| m.text())
-        .unwrap_or_default()
+    history.iter().rev().find(|m| m.role == a2a_types::Role::User).map(|m| m.text()).unwrap_or_default()
 }

@@ -50,7 +50,8 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     /// Reads a script; the error names the file and what is wrong with it.
     pub fn from_file(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read scripted model file {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read scripted model file {}: {e}", path.display()))?;
         Self::from_toml(&text).map_err(|e| format!("scripted model file {}: {e}", path.display()))
     }
 
@@ -107,7 +108,8 @@ mod tests {
     use a2a_types::{Message, Part, Role};
 
     fn req(text: &str, turn: u32) -> ModelRequest {
-        let m = Message { message_id: "m".into(), role: Role::User, parts: vec![Part::text(text)], ..Default::default() };
+        let m =
+            Message { message_id: "m".into(), role: Role::User, parts: vec![Part::text(text)], ..Default::default() };
         ModelRequest { history: vec![m], turn }
     }
 
