@@ -56,7 +56,12 @@ fn body_json(body: &Bytes) -> Result<Value, A2AError> {
 }
 
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    query?.split('&').filter_map(|kv| kv.split_once('=')).filter(|(k, _)| *k == name).map(|(_, v)| v.to_string()).next_back()
+    query?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+        .next_back()
 }
 
 async fn send(State(s): State<AppState>, RawQuery(q): RawQuery, headers: HeaderMap, body: Bytes) -> Response {

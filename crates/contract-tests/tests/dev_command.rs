@@ -1,0 +1,104 @@
+//! The README's run command: `tiny-harness dev` on embedded defaults (D3) starts its own
+//! Temporal dev server in the data dir, serves on the given port, stops cleanly on SIGTERM,
+//! and a second start on the same data dir resumes every task.
+
+use contract_tests::{A2AClient, harness_binary, user_text};
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn start_dev(data_dir: &std::path::Path, port: u16) -> Child {
+    Command::new(harness_binary())
+        .args(["dev", "--port", &port.to_string(), "--data-dir"])
+        .arg(data_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn dev")
+}
+
+async fn wait_ready(base: &str, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while reqwest::get(format!("{base}/.well-known/agent-card.json")).await.map(|r| r.status().is_success()).ok()
+        != Some(true)
+    {
+        assert!(child.try_wait().unwrap().is_none(), "dev exited early");
+        assert!(Instant::now() < deadline, "dev did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn sigterm_and_wait(child: &mut Child) -> std::process::ExitStatus {
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "dev did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Processes whose command line mentions this data dir (the embedded dev server).
+fn processes_using(dir: &std::path::Path) -> usize {
+    let needle = dir.to_string_lossy().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|cmd| String::from_utf8_lossy(cmd).contains(&needle))
+        .count()
+}
+
+#[tokio::test]
+async fn dev_runs_on_embedded_defaults_stops_on_sigterm_and_resumes_tasks_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = tiny_harness::temporal_dev::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut dev = start_dev(dir.path(), port);
+    wait_ready(&base, &mut dev).await;
+    assert!(dir.path().join("temporal.db").exists(), "the dev server's database lives in the data dir");
+    assert!(dir.path().join("harness.db").exists(), "the store lives in the data dir");
+
+    let c = A2AClient::new(&base);
+    let r = c.send(user_text("before the restart"), json!({})).await;
+    let task = r["result"]["task"]["id"].as_str().expect("a task").to_string();
+    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+
+    let status = sigterm_and_wait(&mut dev);
+    assert!(status.success(), "a clean stop exits 0, got {status}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(dev.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(out.contains(&base), "dev prints its URL: {out}");
+    assert_eq!(processes_using(dir.path()), 0, "the dev server stopped with the harness");
+
+    let mut dev = start_dev(dir.path(), port);
+    wait_ready(&base, &mut dev).await;
+    let mut next = user_text("after the restart");
+    next["taskId"] = json!(task);
+    let r = c.send(next, json!({})).await;
+    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    assert_eq!(r["result"]["task"]["history"].as_array().unwrap().len(), 4, "the conversation went on: {r}");
+    assert!(sigterm_and_wait(&mut dev).success());
+}
+
+#[test]
+fn a_configuration_error_names_the_key_and_the_file_and_exits_with_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("broken.toml");
+    std::fs::write(&config, "[agent]\nlifecycle = \"sometimes\"\n").unwrap();
+    let out = Command::new(harness_binary())
+        .args(["dev", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("broken.toml") && err.contains("agent.lifecycle") && err.contains("sometimes"), "{err}");
+}
