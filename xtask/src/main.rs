@@ -86,7 +86,18 @@ fn histories() -> Result<()> {
 fn bench(extra: &[String]) -> Result<()> {
     run({
         let mut c = cargo();
-        c.args(["build", "--release", "-p", "harness-cli", "-p", "contract-tests", "--bin", "bench"]);
+        c.args([
+            "build",
+            "--release",
+            "-p",
+            "harness-cli",
+            "-p",
+            "contract-tests",
+            "--bin",
+            "tiny-harness",
+            "--bin",
+            "bench",
+        ]);
         c
     })?;
     let mut c = Command::new(root().join("target/release/bench"));

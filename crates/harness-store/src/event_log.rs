@@ -38,6 +38,14 @@ pub struct LoggedEvent {
     pub event: StreamResponse,
 }
 
+/// The small part of a task's row: enough to check it exists and may take a message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskHead {
+    pub state: TaskState,
+    pub context_id: String,
+    pub last_seq: i64,
+}
+
 /// The stored row of a task.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskRow {
@@ -137,6 +145,24 @@ impl Store {
                 Ok(LoggedEvent { seq: r.try_get("seq")?, event: serde_json::from_str(&body)? })
             })
             .collect()
+    }
+
+    /// State, context and newest seq of a task whose log has begun (no snapshot parsing).
+    pub async fn task_head(&self, task_id: &str) -> Result<Option<TaskHead>, StoreError> {
+        let Some(r) =
+            sqlx::query("SELECT state, context_id, last_seq FROM tasks WHERE task_id = $1 AND snapshot <> ''")
+                .bind(task_id)
+                .fetch_optional(self.pool())
+                .await?
+        else {
+            return Ok(None);
+        };
+        let state: String = r.try_get("state")?;
+        Ok(Some(TaskHead {
+            state: state.parse().unwrap_or_default(),
+            context_id: r.try_get("context_id")?,
+            last_seq: r.try_get("last_seq")?,
+        }))
     }
 
     /// The stored row of a task, when its log has begun and a snapshot was written.

@@ -10,7 +10,7 @@ mod event_log;
 mod inbox;
 mod notifier;
 
-pub use event_log::{Appended, LoggedEvent, NewEvent, TaskRow};
+pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskRow};
 pub use inbox::{InboxOutcome, InboxRow};
 pub use notifier::Notifier;
 

@@ -38,6 +38,9 @@ pub struct TaskInput {
     /// the end is refused by the validator naming the state (S7), then it closes.
     #[serde(default)]
     pub linger_secs: u64,
+    /// Run `call_model` as a local activity (an instant provider such as echo).
+    #[serde(default)]
+    pub instant_model: bool,
 }
 
 /// One message for the task's inbox (the `inbox` update's input). Already redacted.
@@ -56,8 +59,10 @@ pub struct Receipt {
     /// causes come after it.
     pub cursor: i64,
     pub state: TaskState,
-    /// The task as the workflow sees it, the accepted message in its history.
-    pub task: Task,
+    /// The task, when this message opened it (its first message). Later receipts leave it
+    /// out: the snapshot grows with the conversation, and every receipt is recorded in the
+    /// workflow's history.
+    pub task: Option<Task>,
 }
 
 /// The `cancel` signal's input.

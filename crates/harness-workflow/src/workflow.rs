@@ -54,9 +54,17 @@ impl TaskWorkflow {
 
     #[run(name = "TaskWorkflow")]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TaskState> {
-        let opened = temporalio_sdk::workflows::select! {
-            r = ctx.wait_condition(|s| !s.mailbox.is_empty() || s.cancel.is_some()) => r.is_ok(),
-            _ = ctx.timer(UNOPENED_IDLE) => false,
+        let opened = {
+            let idle = ctx.timer(UNOPENED_IDLE);
+            let mut idle = std::pin::pin!(idle);
+            let opened = temporalio_sdk::workflows::select! {
+                r = ctx.wait_condition(|s| !s.mailbox.is_empty() || s.cancel.is_some()) => r.is_ok(),
+                _ = &mut idle => false,
+            };
+            if opened {
+                idle.cancel();
+            }
+            opened
         };
         if !opened {
             return Ok(ctx.state(|s| s.task.status.state));
@@ -91,7 +99,14 @@ impl TaskWorkflow {
                 history: s.task.history.clone(),
             });
             let artifact_id = model_turn.artifact_id.clone();
-            let outcome = {
+            let outcome = if ctx.state(|s| s.input.instant_model) {
+                let call = ctx.execute_local_activity(
+                    Activities::call_model,
+                    model_turn,
+                    LocalActivityOptions::builder().start_to_close_timeout(Duration::from_secs(60)).build(),
+                );
+                cancellable(ctx, call).await
+            } else {
                 let call = ctx.execute_activity(
                     Activities::call_model,
                     model_turn,
@@ -100,17 +115,7 @@ impl TaskWorkflow {
                         .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
                         .build(),
                 );
-                let mut call = std::pin::pin!(call);
-                let outcome = temporalio_sdk::workflows::select! {
-                    r = &mut call => Some(r),
-                    _ = ctx.wait_condition(|s| s.cancel.is_some()) => None,
-                };
-                if outcome.is_none() {
-                    // Tell the worker to stop the model; the store's fence refuses late chunks.
-                    call.cancel();
-                    let _ = call.await;
-                }
-                outcome
+                cancellable(ctx, call).await
             };
             let Some(result) = outcome else {
                 // Cancel cut the turn (S6): the store's terminal fence stops any late chunk.
@@ -195,7 +200,13 @@ impl TaskWorkflow {
         message.context_id = self.task.context_id.clone();
         self.task.history.push(message.clone());
         self.mailbox.push_back(InboxItem { message, ..item });
-        Receipt { accepted: true, cursor: self.last_seq, state: self.task.status.state, task: self.task.clone() }
+        let opened = self.last_seq == 0 && self.task.history.len() == 1;
+        Receipt {
+            accepted: true,
+            cursor: self.last_seq,
+            state: self.task.status.state,
+            task: opened.then(|| self.task.clone()),
+        }
     }
 
     /// Requests cancellation (S6); a terminal task ignores it.
@@ -215,6 +226,24 @@ impl TaskWorkflow {
 
 fn timestamp(t: Option<std::time::SystemTime>) -> Option<String> {
     t.map(a2a_types::format_timestamp)
+}
+
+/// Runs an activity until it ends or the task is canceled (`None`); a cancel tells the
+/// worker to stop it, and the store's terminal fence refuses its late chunks (D1).
+async fn cancellable<T>(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    call: impl CancellableFuture<Output = Result<T, ActivityExecutionError>>,
+) -> Option<Result<T, ActivityExecutionError>> {
+    let mut call = std::pin::pin!(call);
+    let outcome = temporalio_sdk::workflows::select! {
+        r = &mut call => Some(r),
+        _ = ctx.wait_condition(|s| s.cancel.is_some()) => None,
+    };
+    if outcome.is_none() {
+        call.cancel();
+        let _ = call.await;
+    }
+    outcome
 }
 
 /// Sets the status (with its timestamp from workflow time) and emits it with the snapshot.
@@ -246,7 +275,10 @@ async fn set_status(
         });
         (event, s.task.clone())
     });
-    emit(ctx, event, Some(snapshot)).await
+    // The stored snapshot serves reads once the workflow is gone; the final status of a
+    // turn (and a terminal one) is what such a read must see. WORKING updates the state only.
+    let snapshot = state.is_final().then_some(snapshot);
+    emit(ctx, event, snapshot).await
 }
 
 /// Emits one event through the `emit_event` local activity; the store assigns its seq.

@@ -10,7 +10,7 @@ use a2a_types::{
     SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskState, validate,
 };
 use futures::StreamExt;
-use harness_store::{InboxOutcome, Store, TaskRow};
+use harness_store::{InboxOutcome, Store, TaskHead, TaskRow};
 use harness_workflow::redaction::Redactor;
 use harness_workflow::{
     CancelRequest, InboxItem, Lifecycle, Receipt, Refusal, TaskInput, TaskWorkflow, terminal_refusal,
@@ -50,6 +50,7 @@ pub struct HarnessHandler {
     pub(crate) lifecycle: Lifecycle,
     pub(crate) model: String,
     pub(crate) linger_secs: u64,
+    pub(crate) instant_model: bool,
     pub(crate) timeout: Duration,
     pub(crate) card: AgentCard,
 }
@@ -58,6 +59,10 @@ pub struct HarnessHandler {
 struct Accepted {
     task_id: String,
     receipt: Receipt,
+    /// The accepted message as delivered (redacted, ids set).
+    message: Message,
+    /// The stored snapshot read before delivery, when asked for (a continued task).
+    before: Option<Task>,
 }
 
 fn store_error(e: harness_store::StoreError) -> A2AError {
@@ -95,7 +100,9 @@ impl HarnessHandler {
     }
 
     /// Validates, redacts, audits and delivers a message to its task's inbox (S4, S5, S7).
-    async fn accept(&self, req: SendMessageRequest) -> Result<Accepted, A2AError> {
+    /// `want_snapshot`: also read the stored snapshot of a continued task before delivering
+    /// (a stream or `returnImmediately` answers with it); a blocking send does not need it.
+    async fn accept(&self, req: SendMessageRequest, want_snapshot: bool) -> Result<Accepted, A2AError> {
         let request_id = uuid::Uuid::new_v4().to_string();
         let mut message = match validate::send_message(&req) {
             Ok(m) => m.clone(),
@@ -108,6 +115,7 @@ impl HarnessHandler {
         };
         self.redactor.message(&mut message);
 
+        let mut before = None;
         let (task_id, context_id) = if message.task_id.is_empty() {
             let context_id = if message.context_id.is_empty() {
                 uuid::Uuid::new_v4().to_string()
@@ -117,25 +125,35 @@ impl HarnessHandler {
             (uuid::Uuid::new_v4().to_string(), context_id)
         } else {
             let task_id = message.task_id.clone();
-            match self.row(&task_id).await? {
+            let head = if want_snapshot {
+                self.row(&task_id).await?.map(|row| {
+                    let head =
+                        TaskHead { state: row.state, context_id: row.task.context_id.clone(), last_seq: row.last_seq };
+                    before = Some(row.task);
+                    head
+                })
+            } else {
+                self.store.task_head(&task_id).await.map_err(store_error)?
+            };
+            match head {
                 None => {
                     return Err(self.refuse(&request_id, &task_id, &message, A2AError::task_not_found(&task_id)).await);
                 }
-                Some(row) if row.state.is_terminal() => {
-                    let err = A2AError::unsupported(terminal_refusal(row.state))
+                Some(head) if head.state.is_terminal() => {
+                    let err = A2AError::unsupported(terminal_refusal(head.state))
                         .with("taskId", &task_id)
-                        .with("state", row.state.as_str());
+                        .with("state", head.state.as_str());
                     return Err(self.refuse(&request_id, &task_id, &message, err).await);
                 }
-                Some(row) => {
-                    if !message.context_id.is_empty() && message.context_id != row.task.context_id {
+                Some(head) => {
+                    if !message.context_id.is_empty() && message.context_id != head.context_id {
                         let err = A2AError::invalid_params(format!(
                             "invalid params: message.contextId `{}` does not match the task's context `{}`",
-                            message.context_id, row.task.context_id
+                            message.context_id, head.context_id
                         ));
                         return Err(self.refuse(&request_id, &task_id, &message, err).await);
                     }
-                    (task_id, row.task.context_id)
+                    (task_id, head.context_id)
                 }
             }
         };
@@ -152,8 +170,9 @@ impl HarnessHandler {
             lifecycle: self.lifecycle,
             model: self.model.clone(),
             linger_secs: self.linger_secs,
+            instant_model: self.instant_model,
         };
-        let item = InboxItem { request_id: request_id.clone(), message };
+        let item = InboxItem { request_id: request_id.clone(), message: message.clone() };
         let options = WorkflowUpdateWithStartOptions::new(
             self.task_queue.clone(),
             task_id.clone(),
@@ -183,7 +202,7 @@ impl HarnessHandler {
             Err(e) => InboxOutcome::Refused(e.message.clone()),
         };
         self.store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
-        Ok(Accepted { task_id, receipt: outcome? })
+        Ok(Accepted { task_id, receipt: outcome?, message, before })
     }
 
     /// Maps a failed update-with-start to the A2A error the client should see.
@@ -246,6 +265,19 @@ impl HarnessHandler {
         .boxed()
     }
 
+    /// The task right after a message was accepted: the receipt's snapshot when the message
+    /// opened the task, else the snapshot stored before delivery with the message added.
+    fn accepted_task(accepted: Accepted) -> Result<Task, A2AError> {
+        if let Some(task) = accepted.receipt.task {
+            return Ok(task);
+        }
+        let mut task =
+            accepted.before.ok_or_else(|| A2AError::internal("no snapshot was read for the continued task"))?;
+        task.status.state = accepted.receipt.state;
+        task.history.push(accepted.message);
+        Ok(task)
+    }
+
     /// The task as its workflow sees it, or the store's copy once the workflow is gone.
     async fn current_task(&self, task_id: &str) -> Result<Task, A2AError> {
         let row = self.row(task_id).await?;
@@ -273,9 +305,10 @@ impl HarnessHandler {
 impl RequestHandler for HarnessHandler {
     async fn send_message(&self, _ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError> {
         let config = req.configuration.clone().unwrap_or_default();
-        let accepted = self.accept(req).await?;
+        let accepted = self.accept(req, config.return_immediately).await?;
         if config.return_immediately {
-            return Ok(SendMessageResponse::Task(accepted.receipt.task.with_history_length(config.history_length)));
+            let task = Self::accepted_task(accepted)?;
+            return Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)));
         }
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
         let mut events = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
@@ -295,16 +328,15 @@ impl RequestHandler for HarnessHandler {
         _ctx: &CallContext,
         req: SendMessageRequest,
     ) -> Result<EventStream, A2AError> {
-        let accepted = self.accept(req).await?;
-        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final);
+        let accepted = self.accept(req, true).await?;
+        let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
         if accepted.receipt.cursor == 0 {
             // A new task: its log begins with the Task (seq 1).
             return Ok(log);
         }
-        // A continued task: the stream still begins with the Task, as the workflow saw it
-        // when it accepted the message.
-        let head = futures::stream::once(async move { Ok(StreamResponse::Task(accepted.receipt.task)) });
-        Ok(head.chain(log).boxed())
+        // A continued task: the stream still begins with the Task, the message added.
+        let task = Self::accepted_task(accepted)?;
+        Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
     }
 
     async fn get_task(&self, _ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {

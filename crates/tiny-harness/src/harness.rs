@@ -76,6 +76,7 @@ impl Harness {
         };
         let client = connect(&address, &config.temporal.namespace).await?;
 
+        let instant_model = models.get(&config.agent.model).is_some_and(|m| m.is_instant());
         let activities = Activities { store: store.clone(), models };
         let (worker_shutdown, worker_task) = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
@@ -94,6 +95,7 @@ impl Harness {
             lifecycle: config.agent.lifecycle,
             model: config.agent.model.clone(),
             linger_secs: config.agent.terminal_linger_secs,
+            instant_model,
             timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
             card: crate::card::build(base_url.trim_end_matches('/')),
         });
@@ -131,16 +133,32 @@ impl Harness {
     }
 }
 
-/// Connects a Temporal client.
+/// Connects a Temporal client, retrying for up to 30 s while the server is still coming up
+/// (a fresh dev server opens its port before its frontend is healthy).
 pub async fn connect(address: &str, namespace: &str) -> Result<Client, HarnessError> {
     let fail = |why: String| HarnessError::Connect { address: address.to_string(), why };
     let url: url::Url = address.parse().map_err(|e: url::ParseError| fail(e.to_string()))?;
-    let connection =
-        tokio::time::timeout(Duration::from_secs(30), Connection::connect(ConnectionOptions::new(url).build()))
-            .await
-            .map_err(|_| fail("no answer within 30 s".into()))?
-            .map_err(|e| fail(e.to_string()))?;
-    Client::new(connection, ClientOptions::new(namespace.to_string()).build()).map_err(|e| fail(e.to_string()))
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(10),
+            Connection::connect(ConnectionOptions::new(url.clone()).build()),
+        )
+        .await;
+        let why = match attempt {
+            Ok(Ok(connection)) => {
+                return Client::new(connection, ClientOptions::new(namespace.to_string()).build())
+                    .map_err(|e| fail(e.to_string()));
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer within 10 s".to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(fail(why));
+        }
+        tracing::debug!(address, why, "Temporal is not ready yet; retrying");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Stops a worker started by [`spawn_worker_thread`].

@@ -31,6 +31,10 @@ impl ModelProvider for EchoModel {
         let reply = format!("echo: {}", last_user_text(&request.history));
         Ok(futures::stream::iter(split_words(&reply).into_iter().map(Ok)).boxed())
     }
+
+    fn is_instant(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

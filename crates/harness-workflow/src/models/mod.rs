@@ -41,6 +41,14 @@ pub type DeltaStream = BoxStream<'static, Result<String, ModelError>>;
 pub trait ModelProvider: Send + Sync {
     /// Starts a reply; the stream yields text deltas as they are produced.
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError>;
+
+    /// A provider that answers in microseconds without I/O (echo) is run as a local
+    /// activity: a round trip through the Temporal server would buy nothing. Providers that
+    /// talk to a network or take time are regular activities, which a cancel can reach at
+    /// once (TEMPORAL-RUST.md item 8).
+    fn is_instant(&self) -> bool {
+        false
+    }
 }
 
 /// The providers this worker can call, by name.
