@@ -105,10 +105,21 @@ async fn raw_throughput(client: &Client, seconds: u64, with_start: bool) -> f64 
                 .expect("start");
             let handle = client.get_workflow_handle::<FloorWorkflow>(id);
             while Instant::now() < deadline {
-                handle
-                    .execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
-                    .await
-                    .expect("ping");
+                if with_start {
+                    let opts =
+                        WorkflowUpdateWithStartOptions::new("bench-floor", id.clone(), WorkflowIdConflictPolicy::UseExisting)
+                            .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+                            .build();
+                    client
+                        .execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts)
+                        .await
+                        .expect("ping");
+                } else {
+                    handle
+                        .execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
+                        .await
+                        .expect("ping");
+                }
                 count.fetch_add(1, Ordering::Relaxed);
             }
             let _ = handle.signal(FloorWorkflow::stop, (), Default::default()).await;
