@@ -103,7 +103,7 @@ async fn raw_throughput(client: &Client, seconds: u64, with_start: bool) -> f64 
                 .start_workflow(FloorWorkflow::run, (), WorkflowStartOptions::new("bench-floor", id.clone()).build())
                 .await
                 .expect("start");
-            let handle = client.get_workflow_handle::<FloorWorkflow>(id);
+            let handle = client.get_workflow_handle::<FloorWorkflow>(id.clone());
             while Instant::now() < deadline {
                 if with_start {
                     let opts =
