@@ -93,6 +93,11 @@ async fn run(args: RunArgs, force_embedded: bool) -> Result<(), HarnessError> {
     println!("  agent card: {base_url}/.well-known/agent-card.json");
     println!("  JSON-RPC:   {base_url}/a2a/jsonrpc    HTTP+JSON: {base_url}/a2a/rest");
     println!("  data dir:   {}   model: {}   Ctrl-C stops", config.data_dir.display(), config.agent.model);
+    // Without TCP_NODELAY a response's head and body can wait on the client's delayed ACK
+    // (about 40 ms per request).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await;
     eprintln!("tiny-harness: stopping");
     harness.stop().await;

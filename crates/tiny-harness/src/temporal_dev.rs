@@ -168,6 +168,11 @@ impl EmbeddedTemporal {
         }
     }
 
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Stops the server: SIGTERM, then SIGKILL after 10 s.
     pub async fn stop(&mut self) {
         if let Some(pid) = self.child.id() {
