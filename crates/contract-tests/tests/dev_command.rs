@@ -102,3 +102,18 @@ fn a_configuration_error_names_the_key_and_the_file_and_exits_with_code_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("broken.toml") && err.contains("agent.lifecycle") && err.contains("sometimes"), "{err}");
 }
+
+#[test]
+fn without_the_temporal_cli_and_without_python_dev_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(harness_binary())
+        .args(["dev", "--port", "0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("PATH", dir.path().join("empty-path"))
+        .env("TINY_HARNESS_CACHE", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`temporal` CLI was not found") && err.contains("`python3` is missing"), "{err}");
+}
