@@ -7,8 +7,10 @@
 //!   streaming message on a new task, blocking SendMessage p50/p95, messages/s with 16
 //!   concurrent tasks, and its peak RSS.
 //!
-//! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10),
-//! `--settle S` idle seconds between the harness's start and its warm measurements (25).
+//! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10).
+//! Latency samples are taken in turns (floor, streaming, blocking) and throughput in 2 s
+//! turns (raw, raw update-with-start, harness), so the dev server's fast and slow spells
+//! fall on every measure alike.
 
 use futures::StreamExt;
 use serde_json::json;
@@ -67,48 +69,36 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
 }
 
-async fn floor_latency(client: &Client, samples: u64) -> Vec<Duration> {
-    let mut out = Vec::new();
-    let mut ids = Vec::new();
-    for i in 0..samples + 5 {
-        let id = unique("floor");
-        ids.push(id.clone());
-        let opts =
-            WorkflowUpdateWithStartOptions::new("bench-floor", id.clone(), WorkflowIdConflictPolicy::UseExisting)
-                .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-                .build();
-        let t = Instant::now();
-        client
-            .execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts)
-            .await
-            .expect("floor update-with-start");
-        if i >= 5 {
-            out.push(t.elapsed());
-        }
-    }
-    // Stopped after the measurement, so closing them does not compete with it.
+/// One update-with-start of a new trivial workflow; returns its latency and id.
+async fn floor_once(client: &Client) -> (Duration, String) {
+    let id = unique("floor");
+    let opts = WorkflowUpdateWithStartOptions::new("bench-floor", id.clone(), WorkflowIdConflictPolicy::UseExisting)
+        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+        .build();
+    let t = Instant::now();
+    client
+        .execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts)
+        .await
+        .expect("floor update-with-start");
+    (t.elapsed(), id)
+}
+
+async fn stop_floor(client: &Client, ids: Vec<String>) {
     for id in ids {
         let _ =
             client.get_workflow_handle::<FloorWorkflow>(id).signal(FloorWorkflow::stop, (), Default::default()).await;
     }
-    out
 }
 
-/// Updates/s of 16 concurrent running trivial workflows; `with_start` sends each update
-/// as update-with-start (use-existing), as the harness does.
-async fn raw_throughput(client: &Client, seconds: u64, with_start: bool) -> f64 {
+/// Updates sent to running trivial workflows, one loop per workflow, for `slice`;
+/// `with_start` sends each as update-with-start (use-existing), as the harness does.
+async fn raw_slice(client: &Client, ids: &[String], slice: Duration, with_start: bool) -> u64 {
     let count = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let deadline = Instant::now() + slice;
     let mut tasks = Vec::new();
-    for _ in 0..16 {
-        let client = client.clone();
-        let count = count.clone();
+    for id in ids {
+        let (client, count, id) = (client.clone(), count.clone(), id.clone());
         tasks.push(tokio::spawn(async move {
-            let id = unique("raw");
-            client
-                .start_workflow(FloorWorkflow::run, (), WorkflowStartOptions::new("bench-floor", id.clone()).build())
-                .await
-                .expect("start");
             let handle = client.get_workflow_handle::<FloorWorkflow>(id.clone());
             while Instant::now() < deadline {
                 if with_start {
@@ -131,13 +121,32 @@ async fn raw_throughput(client: &Client, seconds: u64, with_start: bool) -> f64 
                 }
                 count.fetch_add(1, Ordering::Relaxed);
             }
-            let _ = handle.signal(FloorWorkflow::stop, (), Default::default()).await;
         }));
     }
     for t in tasks {
-        t.await.unwrap();
+        t.await.expect("raw loop");
     }
-    count.load(Ordering::Relaxed) as f64 / seconds as f64
+    count.load(Ordering::Relaxed)
+}
+
+/// Blocking messages sent to running conversations, one loop per task, for `slice`.
+async fn harness_slice(http: &reqwest::Client, base: &str, tasks: &[String], slice: Duration) -> u64 {
+    let count = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + slice;
+    let mut loops = Vec::new();
+    for task in tasks {
+        let (http, base, count, task) = (http.clone(), base.to_string(), count.clone(), task.clone());
+        loops.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                rpc(&http, &base, "SendMessage", json!({"message": message("again", Some(&task))})).await;
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for l in loops {
+        l.await.expect("harness loop");
+    }
+    count.load(Ordering::Relaxed)
 }
 
 fn message(text: &str, task_id: Option<&str>) -> serde_json::Value {
@@ -204,7 +213,6 @@ fn peak_rss_kib(pid: u32) -> u64 {
 async fn main() -> anyhow::Result<()> {
     let samples = arg("--samples", 40);
     let seconds = arg("--seconds", 10);
-    let settle = arg("--settle", 25);
     let bin = std::env::var("TINY_HARNESS_BIN").unwrap_or_else(|_| "target/release/tiny-harness".into());
     let dir = tempfile::tempdir()?;
     let cli = tiny_harness::temporal_dev::find_or_provision_cli(None).await?;
@@ -218,11 +226,9 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
 
-    eprintln!("bench: floor (update-with-start of a trivial workflow), {samples} samples");
-    let mut floor = floor_latency(&client, samples).await;
-    let floor_p50 = percentile(&mut floor, 0.5);
-    let floor_p95 = percentile(&mut floor, 0.95);
-
+    // Start the harness first: every phase below measures it and the floor in turns, so a
+    // slow spell of the dev server (it has fast and slow periods, docs/performance.md)
+    // falls on both alike.
     let port = tiny_harness::temporal_dev::free_port();
     let config = dir.path().join("harness.toml");
     std::fs::write(
@@ -245,72 +251,64 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // A freshly started harness answers at about 50 ms for its first seconds on the dev
-    // server (docs/performance.md); measure that, then let it settle and measure it warm.
-    eprintln!("bench: blocking SendMessage right after start (cold), 10 samples");
-    let mut cold = Vec::new();
-    for _ in 0..10 {
-        let t = Instant::now();
-        rpc(&http, &base, "SendMessage", json!({"message": message("cold", None)})).await;
-        cold.push(t.elapsed());
-    }
-    let cold_p50 = percentile(&mut cold, 0.5);
-    eprintln!("bench: settling for {settle} s");
-    tokio::time::sleep(Duration::from_secs(settle)).await;
-    eprintln!("bench: streaming message on a new task, {samples} samples");
-    let mut firsts = Vec::new();
-    let mut finals = Vec::new();
+    eprintln!("bench: latency, {samples} rounds of floor / streaming / blocking, taken in turns");
+    let (mut floor, mut firsts, mut finals, mut blocking) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut floor_ids = Vec::new();
     for i in 0..samples + 5 {
+        let (f, id) = floor_once(&client).await;
+        floor_ids.push(id);
         let (first, fin) = stream_times(&http, &base).await;
-        if i >= 5 {
-            firsts.push(first);
-            finals.push(fin);
-        }
-    }
-    eprintln!("bench: blocking SendMessage on a new task, {samples} samples");
-    let mut blocking = Vec::new();
-    for i in 0..samples + 5 {
         let t = Instant::now();
         rpc(&http, &base, "SendMessage", json!({"message": message("hello", None)})).await;
+        let b = t.elapsed();
         if i >= 5 {
-            blocking.push(t.elapsed());
+            floor.push(f);
+            firsts.push(first);
+            finals.push(fin);
+            blocking.push(b);
         }
     }
-    eprintln!("bench: messages/s with 16 concurrent tasks, {seconds} s");
-    let server_pid = server.pid().unwrap_or(0);
-    let cpu_before = (cpu_secs(harness.id()), cpu_secs(server_pid), cpu_secs(std::process::id()));
-    let count = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    for _ in 0..16 {
-        let (http, base, count) = (http.clone(), base.clone(), count.clone());
-        tasks.push(tokio::spawn(async move {
-            let first = rpc(&http, &base, "SendMessage", json!({"message": message("start", None)})).await;
-            let task = first["result"]["task"]["id"].as_str().unwrap().to_string();
-            while Instant::now() < deadline {
-                rpc(&http, &base, "SendMessage", json!({"message": message("again", Some(&task))})).await;
-                count.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
-    for t in tasks {
-        t.await?;
-    }
-    let harness_rate = count.load(Ordering::Relaxed) as f64 / seconds as f64;
-    let cpu = (
-        cpu_secs(harness.id()) - cpu_before.0,
-        cpu_secs(server_pid) - cpu_before.1,
-        cpu_secs(std::process::id()) - cpu_before.2,
+    stop_floor(&client, floor_ids).await;
+    let floor_p50 = percentile(&mut floor, 0.5);
+    let floor_p95 = percentile(&mut floor, 0.95);
+
+    eprintln!(
+        "bench: throughput, 16 concurrent loops, {seconds} s each of raw update / raw update-with-start / harness, in 2 s turns"
     );
+    let mut raw_ids = Vec::new();
+    for _ in 0..16 {
+        let id = unique("raw");
+        client
+            .start_workflow(FloorWorkflow::run, (), WorkflowStartOptions::new("bench-floor", id.clone()).build())
+            .await
+            .expect("start");
+        raw_ids.push(id);
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let first = rpc(&http, &base, "SendMessage", json!({"message": message("start", None)})).await;
+        tasks.push(first["result"]["task"]["id"].as_str().expect("task id").to_string());
+    }
+    let server_pid = server.pid().unwrap_or(0);
+    let slice = Duration::from_secs(2);
+    let turns = seconds.div_ceil(2).max(1);
+    let (mut raw_n, mut uws_n, mut harness_n) = (0u64, 0u64, 0u64);
+    let mut cpu = (0.0, 0.0, 0.0);
+    for _ in 0..turns {
+        raw_n += raw_slice(&client, &raw_ids, slice, false).await;
+        uws_n += raw_slice(&client, &raw_ids, slice, true).await;
+        let before = (cpu_secs(harness.id()), cpu_secs(server_pid), cpu_secs(std::process::id()));
+        harness_n += harness_slice(&http, &base, &tasks, slice).await;
+        cpu.0 += cpu_secs(harness.id()) - before.0;
+        cpu.1 += cpu_secs(server_pid) - before.1;
+        cpu.2 += cpu_secs(std::process::id()) - before.2;
+    }
+    stop_floor(&client, raw_ids).await;
+    let measured = (turns * 2) as f64;
+    let (raw, raw_uws, harness_rate) = (raw_n as f64 / measured, uws_n as f64 / measured, harness_n as f64 / measured);
     let rss = peak_rss_kib(harness.id());
     let _ = harness.kill();
     let _ = harness.wait();
-    // The raw phases run last: they leave the server with background work (closing and
-    // indexing many workflows) that would slow whatever follows.
-    eprintln!("bench: raw update throughput, 16 workflows, {seconds} s");
-    let raw = raw_throughput(&client, seconds, false).await;
-    eprintln!("bench: raw update-with-start throughput, 16 running workflows, {seconds} s");
-    let raw_uws = raw_throughput(&client, seconds, true).await;
     stop_worker();
     server.stop().await;
 
@@ -337,11 +335,6 @@ async fn main() -> anyhow::Result<()> {
         ms(final_p50) / f
     );
     println!(
-        "| blocking SendMessage, new task, right after start (p50) | {:.1} ms | {:.2}x floor | |",
-        ms(cold_p50),
-        ms(cold_p50) / f
-    );
-    println!(
         "| blocking SendMessage, new task (p50 / p95) | {:.1} / {:.1} ms | {:.2}x / {:.2}x floor | <= 2x |",
         ms(block_p50),
         ms(block_p95),
@@ -355,7 +348,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("| harness messages/s, 16 tasks | {harness_rate:.0} /s | {:.2}x raw | >= 0.8x |", harness_rate / raw);
     println!("| harness peak RSS | {:.1} MiB | | |", rss as f64 / 1024.0);
-    let per = |c: f64| c * 1000.0 / (harness_rate * seconds as f64);
+    let per = |c: f64| c * 1000.0 / harness_n.max(1) as f64;
     println!(
         "| CPU per message in the 16-task phase: harness / Temporal server / bench client | {:.2} / {:.2} / {:.2} ms | {:.0}% of {} core-seconds used | |",
         per(cpu.0),
