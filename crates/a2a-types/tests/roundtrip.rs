@@ -152,10 +152,10 @@ proptest! {
     #[test]
     fn arbitrary_json_requests_never_panic(v in json_value()) {
         let wrapped = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": v.clone()}});
-        if let Ok(req) = RpcRequest::from_value(wrapped) {
-            if let Ok(r) = serde_json::from_value::<SendMessageRequest>(req.params) {
-                let _ = validate::send_message(&r);
-            }
+        if let Ok(req) = RpcRequest::from_value(wrapped)
+            && let Ok(r) = serde_json::from_value::<SendMessageRequest>(req.params)
+        {
+            let _ = validate::send_message(&r);
         }
         let _ = RpcRequest::from_value(v);
     }
