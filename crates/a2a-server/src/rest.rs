@@ -107,11 +107,7 @@ async fn task_get_inner(
         check_version(&headers, q.as_deref())?;
         let ctx = call_context(&headers);
         if let Some(id) = task.strip_suffix(":subscribe") {
-            let events = s
-                .handler
-                .subscribe_to_task(&ctx, SubscribeToTaskRequest { id: id.to_string(), ..Default::default() })
-                .await?;
-            return sse::respond(events, RestFraming).await;
+            return subscribe(&s, &ctx, id).await;
         }
         let history_length = match query_param(q.as_deref(), "historyLength") {
             Some(v) => Some(v.parse::<i32>().map_err(|_| {
@@ -145,6 +141,13 @@ async fn task_post_tenant(
     task_post_inner(state, task, q, headers, body).await
 }
 
+/// `SubscribeToTask`, served on both `GET` and `POST /tasks/{id}:subscribe` (CHEATSHEET §13.1).
+async fn subscribe(s: &AppState, ctx: &crate::CallContext, id: &str) -> Result<Response, A2AError> {
+    let events =
+        s.handler.subscribe_to_task(ctx, SubscribeToTaskRequest { id: id.to_string(), ..Default::default() }).await?;
+    sse::respond(events, RestFraming).await
+}
+
 /// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
 async fn task_post_inner(
     State(s): State<AppState>,
@@ -162,11 +165,7 @@ async fn task_post_inner(
             return Ok(ok(s.handler.cancel_task(&ctx, req).await?));
         }
         if let Some(id) = task.strip_suffix(":subscribe") {
-            let events = s
-                .handler
-                .subscribe_to_task(&ctx, SubscribeToTaskRequest { id: id.to_string(), ..Default::default() })
-                .await?;
-            return sse::respond(events, RestFraming).await;
+            return subscribe(&s, &ctx, id).await;
         }
         Err(A2AError::new(ErrorKind::MethodNotFound, format!("no such operation: POST /tasks/{task}")))
     };

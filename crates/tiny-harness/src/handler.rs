@@ -221,11 +221,13 @@ impl HarnessHandler {
             || matches!(&e, WorkflowUpdateWithStartError::Start(_))
             || text.contains("AlreadyExists")
             || text.contains("already completed");
-        if closed && let Ok(Some(row)) = self.store.task(task_id).await {
-            let state = if row.state.is_terminal() { row.state } else { TaskState::Failed };
-            return A2AError::unsupported(terminal_refusal(state))
+        if closed
+            && let Ok(Some(head)) = self.store.task_head(task_id).await
+            && head.state.is_terminal()
+        {
+            return A2AError::unsupported(terminal_refusal(head.state))
                 .with("taskId", task_id)
-                .with("state", state.as_str());
+                .with("state", head.state.as_str());
         }
         tracing::error!(task_id, error = %e, "update-with-start failed");
         A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
