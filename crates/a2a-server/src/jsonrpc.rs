@@ -2,7 +2,7 @@
 //! objects with HTTP 200, streams as SSE whose events are complete JSON-RPC responses.
 
 use crate::sse::{self, Framing};
-use crate::{AppState, call_context, check_version, parse_params};
+use crate::{AppState, admit, parse_params};
 use a2a_types::jsonrpc::{RpcRequest, failure, success};
 use a2a_types::{A2AError, ErrorKind, StreamResponse};
 use axum::body::Bytes;
@@ -72,8 +72,7 @@ async fn dispatch(
         return Err(A2AError::new(ErrorKind::MethodNotFound, format!("method not found: `{}`", req.method))
             .with("method", req.method));
     }
-    check_version(headers, query)?;
-    let ctx = call_context(headers);
+    let ctx = admit(state, headers, query)?;
     let h = &state.handler;
     match req.method.as_str() {
         "SendMessage" => to_value(h.send_message(&ctx, parse_params(req.params)?).await?),

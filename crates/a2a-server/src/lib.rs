@@ -75,7 +75,7 @@ async fn card(axum::extract::State(state): axum::extract::State<AppState>) -> ax
 
 /// Reads `A2A-Version` (header, else `A2A-Version` query parameter). Missing or empty
 /// means 0.3, which this 1.0 server refuses; only the major version is compared.
-pub(crate) fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2AError> {
+fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2AError> {
     let from_query = query.and_then(|q| {
         q.split('&').find_map(|kv| {
             let (k, v) = kv.split_once('=')?;
@@ -107,8 +107,26 @@ pub(crate) fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<
     Ok(())
 }
 
+/// Admits a request: `A2A-Version` (1.x only), then `A2A-Extensions` (S3: naming an
+/// extension the card does not advertise is UnsupportedOperation, before any work), then the
+/// call context.
+pub(crate) fn admit(state: &AppState, headers: &HeaderMap, query: Option<&str>) -> Result<CallContext, A2AError> {
+    check_version(headers, query)?;
+    let ctx = call_context(headers);
+    if ctx.requested_extensions.is_empty() {
+        return Ok(ctx);
+    }
+    let card = state.handler.agent_card();
+    let advertised: Vec<&str> = card.capabilities.extensions.iter().map(|e| e.uri.as_str()).collect();
+    if let Some(unknown) = ctx.requested_extensions.iter().find(|uri| !advertised.contains(&uri.as_str())) {
+        return Err(A2AError::unsupported(format!("extension not supported by this agent: {unknown}"))
+            .with("extension", unknown.as_str()));
+    }
+    Ok(ctx)
+}
+
 /// The call context from the request headers.
-pub(crate) fn call_context(headers: &HeaderMap) -> CallContext {
+fn call_context(headers: &HeaderMap) -> CallContext {
     let requested_extensions = headers
         .get_all("a2a-extensions")
         .iter()

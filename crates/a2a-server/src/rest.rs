@@ -3,7 +3,7 @@
 //! status; streams are SSE of bare `StreamResponse`s.
 
 use crate::sse::{self, Framing};
-use crate::{AppState, call_context, check_version, parse_params};
+use crate::{AppState, admit, parse_params};
 use a2a_types::{A2AError, CancelTaskRequest, ErrorKind, GetTaskRequest, StreamResponse, SubscribeToTaskRequest};
 use axum::Router;
 use axum::body::Bytes;
@@ -66,18 +66,18 @@ fn query_param(query: Option<&str>, name: &str) -> Option<String> {
 
 async fn send(State(s): State<AppState>, RawQuery(q): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
     let run = async {
-        check_version(&headers, q.as_deref())?;
+        let ctx = admit(&s, &headers, q.as_deref())?;
         let req = parse_params(body_json(&body)?)?;
-        s.handler.send_message(&call_context(&headers), req).await
+        s.handler.send_message(&ctx, req).await
     };
     run.await.map_or_else(error, ok)
 }
 
 async fn stream(State(s): State<AppState>, RawQuery(q): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
     let run = async {
-        check_version(&headers, q.as_deref())?;
+        let ctx = admit(&s, &headers, q.as_deref())?;
         let req = parse_params(body_json(&body)?)?;
-        let events = s.handler.send_streaming_message(&call_context(&headers), req).await?;
+        let events = s.handler.send_streaming_message(&ctx, req).await?;
         sse::respond(events, RestFraming).await
     };
     run.await.unwrap_or_else(error)
@@ -104,8 +104,7 @@ async fn task_get_inner(
     headers: HeaderMap,
 ) -> Response {
     let run = async {
-        check_version(&headers, q.as_deref())?;
-        let ctx = call_context(&headers);
+        let ctx = admit(&s, &headers, q.as_deref())?;
         if let Some(id) = task.strip_suffix(":subscribe") {
             return subscribe(&s, &ctx, id).await;
         }
@@ -157,8 +156,7 @@ async fn task_post_inner(
     body: Bytes,
 ) -> Response {
     let run = async {
-        check_version(&headers, q.as_deref())?;
-        let ctx = call_context(&headers);
+        let ctx = admit(&s, &headers, q.as_deref())?;
         if let Some(id) = task.strip_suffix(":cancel") {
             let mut req: CancelTaskRequest = parse_params(body_json(&body)?)?;
             req.id = id.to_string();

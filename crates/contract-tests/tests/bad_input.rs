@@ -58,3 +58,39 @@ async fn malformed_json_missing_message_empty_parts_and_unknown_task_are_refused
     assert_eq!(refused.len(), 1);
     assert!(refused[0].outcome.starts_with("refused: task not found"), "{}", refused[0].outcome);
 }
+
+#[tokio::test]
+async fn a_request_naming_an_extension_the_card_does_not_advertise_is_refused_and_creates_no_task() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let card: serde_json::Value =
+        reqwest::get(format!("{}/.well-known/agent-card.json", h.base_url)).await.unwrap().json().await.unwrap();
+    let unknown = "https://example.test/ext/unknown/v1";
+    assert!(!card.to_string().contains(unknown));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_text("hi")}});
+    let http = reqwest::Client::new();
+    let rpc: serde_json::Value = http
+        .post(format!("{}/a2a/jsonrpc", h.base_url))
+        .header("A2A-Version", "1.0")
+        .header("A2A-Extensions", format!(" {unknown} "))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rpc["error"]["code"], -32004, "{rpc}");
+    assert!(rpc["error"]["message"].as_str().unwrap().contains(unknown), "{rpc}");
+    let rest = http
+        .post(format!("{}/a2a/rest/message:send", h.base_url))
+        .header("A2A-Version", "1.0")
+        .header("A2A-Extensions", unknown)
+        .body(json!({"message": user_text("hi")}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 400);
+    let store = h.store().await;
+    assert!(store.task_ids().await.unwrap().is_empty(), "S3: no task was created");
+    assert_eq!(store.inbox_count().await.unwrap(), 0, "refused before any work");
+}
