@@ -267,6 +267,16 @@ impl HarnessHandler {
         .boxed()
     }
 
+    /// Reads a task's log from `after` until `stop`, then answers with the stored task (the
+    /// snapshot written with that final event).
+    async fn task_after(&self, task_id: &str, after: i64, stop: StopAt) -> Result<Task, A2AError> {
+        let mut events = self.log_stream(task_id.to_string(), after, stop);
+        while let Some(event) = events.next().await {
+            event?;
+        }
+        self.row(task_id).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id))
+    }
+
     /// The task right after a message was accepted: the receipt's snapshot when the message
     /// opened the task, else the snapshot stored before delivery with the message added.
     fn accepted_task(accepted: Accepted) -> Result<Task, A2AError> {
@@ -313,15 +323,7 @@ impl RequestHandler for HarnessHandler {
             return Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)));
         }
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
-        let mut events = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
-        while let Some(event) = events.next().await {
-            event?;
-        }
-        let task = self
-            .row(&accepted.task_id)
-            .await?
-            .map(|r| r.task)
-            .ok_or_else(|| A2AError::task_not_found(&accepted.task_id))?;
+        let task = self.task_after(&accepted.task_id, accepted.receipt.cursor, StopAt::Final).await?;
         Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)))
     }
 
@@ -377,15 +379,7 @@ impl RequestHandler for HarnessHandler {
                 return Err(A2AError::internal(format!("could not cancel task {}: {e}", req.id)));
             }
         }
-        let mut events = self.log_stream(req.id.clone(), after, StopAt::Terminal);
-        let wait = async {
-            while let Some(e) = events.next().await {
-                e?;
-            }
-            Ok::<_, A2AError>(())
-        };
-        self.bounded("the cancellation", wait).await??;
-        self.row(&req.id).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(&req.id))
+        self.bounded("the cancellation", self.task_after(&req.id, after, StopAt::Terminal)).await?
     }
 
     async fn subscribe_to_task(
