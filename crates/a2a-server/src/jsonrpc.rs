@@ -2,7 +2,7 @@
 //! objects with HTTP 200, streams as SSE whose events are complete JSON-RPC responses.
 
 use crate::sse::{self, Framing};
-use crate::{AppState, admit, parse_params};
+use crate::{AppState, Op, admit, body_json, parse_params};
 use a2a_types::jsonrpc::{RpcRequest, failure, success};
 use a2a_types::{A2AError, ErrorKind, StreamResponse};
 use axum::body::Bytes;
@@ -34,12 +34,9 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let value: Value = match serde_json::from_slice(&body) {
+    let value: Value = match body_json(&headers, &body) {
         Ok(v) => v,
-        Err(e) => {
-            let err = A2AError::new(ErrorKind::ParseError, format!("parse error: the body is not valid JSON ({e})"));
-            return json(failure(&Value::Null, &err));
-        }
+        Err(err) => return json(failure(&Value::Null, &err)),
     };
     let req = match RpcRequest::from_value(value) {
         Ok(r) => r,
@@ -72,7 +69,13 @@ async fn dispatch(
         return Err(A2AError::new(ErrorKind::MethodNotFound, format!("method not found: `{}`", req.method))
             .with("method", req.method));
     }
-    let ctx = admit(state, headers, query)?;
+    let op = match req.method.as_str() {
+        "SendStreamingMessage" | "SubscribeToTask" => Op::Streaming,
+        "GetExtendedAgentCard" => Op::ExtendedCard,
+        m if m.contains("PushNotificationConfig") => Op::Push,
+        _ => Op::Other,
+    };
+    let ctx = admit(state, headers, query, op)?;
     let h = &state.handler;
     match req.method.as_str() {
         "SendMessage" => to_value(h.send_message(&ctx, parse_params(req.params)?).await?),
@@ -87,10 +90,14 @@ async fn dispatch(
             let stream = h.subscribe_to_task(&ctx, parse_params(req.params)?).await?;
             Ok(Reply::Stream(sse::respond(stream, RpcFraming { id: req.id }).await?))
         }
-        "GetExtendedAgentCard" => Err(A2AError::unsupported("this agent declares no extended agent card")),
-        push => Err(A2AError::new(
-            ErrorKind::PushNotificationNotSupported,
-            format!("{push}: push notifications are not supported yet"),
-        )),
+        "CreateTaskPushNotificationConfig" => to_value(h.create_push_config(&ctx, parse_params(req.params)?).await?),
+        "GetTaskPushNotificationConfig" => to_value(h.get_push_config(&ctx, parse_params(req.params)?).await?),
+        "ListTaskPushNotificationConfigs" => to_value(h.list_push_configs(&ctx, parse_params(req.params)?).await?),
+        "DeleteTaskPushNotificationConfig" => {
+            h.delete_push_config(&ctx, parse_params(req.params)?).await?;
+            Ok(Reply::Value(Value::Null))
+        }
+        "GetExtendedAgentCard" => to_value(h.extended_agent_card(&ctx).await?),
+        other => Err(A2AError::new(ErrorKind::MethodNotFound, format!("method not found: `{other}`"))),
     }
 }

@@ -8,9 +8,13 @@ mod jsonrpc;
 mod rest;
 mod sse;
 
+mod card;
+
 use a2a_types::{
-    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, ListTasksRequest, ListTasksResponse,
-    SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task,
+    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+    TaskPushNotificationConfigRef,
 };
 use axum::Router;
 use axum::http::HeaderMap;
@@ -35,6 +39,11 @@ pub struct CallContext {
 }
 
 /// The server side of every A2A operation.
+///
+/// The transport gates each call on the card's capabilities before calling a method
+/// (CHEATSHEET §5, capability gating): no `streaming`, no streaming calls; no
+/// `pushNotifications`, no push-config calls; no `extendedAgentCard`, no extended card.
+/// The defaults below answer what a server without the capability would.
 #[async_trait::async_trait]
 pub trait RequestHandler: Send + Sync + 'static {
     async fn send_message(&self, ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError>;
@@ -46,31 +55,85 @@ pub trait RequestHandler: Send + Sync + 'static {
     async fn list_tasks(&self, _ctx: &CallContext, _req: ListTasksRequest) -> Result<ListTasksResponse, A2AError> {
         Err(A2AError::unsupported("ListTasks is not supported by this server"))
     }
-    /// The public agent card.
-    fn agent_card(&self) -> AgentCard;
+    async fn create_push_config(
+        &self,
+        _ctx: &CallContext,
+        _req: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        Err(push_not_supported())
+    }
+    async fn get_push_config(
+        &self,
+        _ctx: &CallContext,
+        _req: TaskPushNotificationConfigRef,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        Err(push_not_supported())
+    }
+    async fn list_push_configs(
+        &self,
+        _ctx: &CallContext,
+        _req: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
+        Err(push_not_supported())
+    }
+    async fn delete_push_config(&self, _ctx: &CallContext, _req: TaskPushNotificationConfigRef) -> Result<(), A2AError> {
+        Err(push_not_supported())
+    }
+    /// The extended card, for a server whose public card declares `extendedAgentCard`.
+    async fn extended_agent_card(&self, _ctx: &CallContext) -> Result<AgentCard, A2AError> {
+        Err(A2AError::new(
+            ErrorKind::ExtendedAgentCardNotConfigured,
+            "the extended agent card is declared but not configured",
+        ))
+    }
+    /// The public agent card; built once, it is asked for on every request.
+    fn agent_card(&self) -> Arc<AgentCard>;
+}
+
+fn push_not_supported() -> A2AError {
+    A2AError::new(ErrorKind::PushNotificationNotSupported, "push notifications are not supported by this agent")
+}
+
+/// The operations, for capability gating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Streaming,
+    Push,
+    ExtendedCard,
+    Other,
+}
+
+/// Refuses an operation whose capability the card does not declare.
+pub(crate) fn gate(card: &AgentCard, op: Op) -> Result<(), A2AError> {
+    let caps = &card.capabilities;
+    match op {
+        Op::Streaming if caps.streaming != Some(true) => {
+            Err(A2AError::unsupported("streaming is not supported by this agent (capabilities.streaming)"))
+        }
+        Op::Push if caps.push_notifications != Some(true) => Err(push_not_supported()),
+        Op::ExtendedCard if caps.extended_agent_card != Some(true) => Err(A2AError::unsupported(
+            "this agent declares no extended agent card (capabilities.extendedAgentCard)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Shared state of the routes.
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub handler: Arc<dyn RequestHandler>,
+    pub card: Arc<card::CardResponder>,
 }
 
 /// All A2A routes over a handler: JSON-RPC, HTTP+JSON and the card.
 pub fn router(handler: Arc<dyn RequestHandler>) -> Router {
-    let state = AppState { handler };
+    let card = Arc::new(card::CardResponder::new(&handler.agent_card()));
+    let state = AppState { handler, card };
     Router::new()
-        .route(CARD_PATH, axum::routing::get(card))
+        .route(CARD_PATH, axum::routing::get(card::serve))
         .route(JSONRPC_PATH, axum::routing::post(jsonrpc::handle))
         .nest(REST_PATH, rest::routes())
         .with_state(state)
-}
-
-async fn card(axum::extract::State(state): axum::extract::State<AppState>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let card = state.handler.agent_card();
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], serde_json::to_string(&card).unwrap_or_default())
-        .into_response()
 }
 
 /// Reads `A2A-Version` (header, else `A2A-Version` query parameter). Missing or empty
@@ -110,13 +173,19 @@ fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2AErro
 /// Admits a request: `A2A-Version` (1.x only), then `A2A-Extensions` (S3: naming an
 /// extension the card does not advertise is UnsupportedOperation, before any work), then the
 /// call context.
-pub(crate) fn admit(state: &AppState, headers: &HeaderMap, query: Option<&str>) -> Result<CallContext, A2AError> {
+pub(crate) fn admit(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    op: Op,
+) -> Result<CallContext, A2AError> {
     check_version(headers, query)?;
     let ctx = call_context(headers);
+    let card = state.handler.agent_card();
+    gate(&card, op)?;
     if ctx.requested_extensions.is_empty() {
         return Ok(ctx);
     }
-    let card = state.handler.agent_card();
     let advertised: Vec<&str> = card.capabilities.extensions.iter().map(|e| e.uri.as_str()).collect();
     if let Some(unknown) = ctx.requested_extensions.iter().find(|uri| !advertised.contains(&uri.as_str())) {
         return Err(A2AError::unsupported(format!("extension not supported by this agent: {unknown}"))
@@ -136,6 +205,24 @@ fn call_context(headers: &HeaderMap) -> CallContext {
         .filter(|s| !s.is_empty())
         .collect();
     CallContext { requested_extensions }
+}
+
+/// Parses a request body as JSON. A body that is not JSON is a parse error, or, when the
+/// request declared a non-JSON `Content-Type`, ContentTypeNotSupported naming that type
+/// (a JSON body is accepted whatever its declared type, as the Python SDK does).
+pub(crate) fn body_json(headers: &HeaderMap, body: &[u8]) -> Result<serde_json::Value, A2AError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let declared = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !declared.is_empty() && !declared.to_ascii_lowercase().contains("json") {
+            A2AError::new(
+                ErrorKind::ContentTypeNotSupported,
+                format!("content type `{declared}` is not supported: send the request as application/json"),
+            )
+            .with("contentType", declared)
+        } else {
+            A2AError::new(ErrorKind::ParseError, format!("parse error: the body is not valid JSON ({e})"))
+        }
+    })
 }
 
 /// Parses a request body into a request message; errors name what was wrong.

@@ -120,3 +120,45 @@ pub struct ListTasksResponse {
     pub page_size: i32,
     pub total_size: i32,
 }
+
+/// GetTaskPushNotificationConfig and DeleteTaskPushNotificationConfig.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TaskPushNotificationConfigRef {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    #[serde(alias = "task_id")]
+    pub task_id: String,
+    pub id: String,
+}
+
+/// ListTaskPushNotificationConfigs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListTaskPushNotificationConfigsRequest {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    #[serde(alias = "task_id")]
+    pub task_id: String,
+    #[serde(skip_serializing_if = "Option::is_none", alias = "page_size")]
+    pub page_size: Option<i32>,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "page_token")]
+    pub page_token: String,
+}
+
+/// The result of ListTaskPushNotificationConfigs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListTaskPushNotificationConfigsResponse {
+    pub configs: Vec<TaskPushNotificationConfig>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub next_page_token: String,
+}
+
+/// GetExtendedAgentCard.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GetExtendedAgentCardRequest {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+}

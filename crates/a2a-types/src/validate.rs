@@ -50,3 +50,51 @@ pub fn task_id(id: &str, field: &str) -> Result<(), A2AError> {
     }
     Ok(())
 }
+
+/// ListTasks: `pageSize` in 1..=100, `historyLength` not negative, `statusTimestampAfter`
+/// an RFC 3339 timestamp. Returns the timestamp normalised to the form this crate writes
+/// (UTC, milliseconds, `Z`), so stored timestamps compare as strings.
+pub fn list_tasks(req: &crate::ListTasksRequest) -> Result<Option<String>, A2AError> {
+    if let Some(n) = req.page_size
+        && !(1..=100).contains(&n)
+    {
+        return Err(A2AError::invalid_params(format!("invalid params: pageSize must be between 1 and 100 (got {n})"))
+            .with("field", "pageSize"));
+    }
+    if let Some(h) = req.history_length {
+        history_length(h, "historyLength")?;
+    }
+    match req.status_timestamp_after.as_deref().filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(ts) => chrono::DateTime::parse_from_rfc3339(ts)
+            .map(|t| Some(crate::format_timestamp(t.with_timezone(&chrono::Utc).into())))
+            .map_err(|e| {
+                A2AError::invalid_params(format!(
+                    "invalid params: statusTimestampAfter `{ts}` is not an RFC 3339 timestamp ({e})"
+                ))
+                .with("field", "statusTimestampAfter")
+            }),
+    }
+}
+
+/// A push config: `url` is an absolute http(s) URL.
+pub fn push_config(config: &crate::TaskPushNotificationConfig) -> Result<(), A2AError> {
+    if config.url.is_empty() {
+        return Err(A2AError::missing_field("url", "the push notification config has no url"));
+    }
+    let scheme_ok = config.url.starts_with("http://") || config.url.starts_with("https://");
+    let host = config.url.split("://").nth(1).unwrap_or("");
+    if !scheme_ok || host.is_empty() || host.starts_with('/') {
+        return Err(A2AError::invalid_params(format!(
+            "invalid params: url `{}` is not an absolute http(s) URL",
+            config.url
+        ))
+        .with("field", "url"));
+    }
+    if let Some(auth) = &config.authentication
+        && auth.scheme.is_empty()
+    {
+        return Err(A2AError::missing_field("authentication.scheme", "the authentication has no scheme"));
+    }
+    Ok(())
+}

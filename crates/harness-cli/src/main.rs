@@ -51,6 +51,8 @@ fn load(args: &RunArgs, force_embedded: bool) -> Result<Config, ConfigError> {
     };
     if force_embedded {
         config.temporal.mode = TemporalMode::Embedded;
+        // `dev` keeps push notifications on: a key is created in the data dir when none is given.
+        config.push.generate_key = true;
     }
     if let Some(port) = args.port {
         config.server.port = port;

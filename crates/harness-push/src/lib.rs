@@ -1,6 +1,15 @@
-//! Push delivery (S14) and push receipt (S15) will live here: decrypting a task's push
-//! configs, posting each status update with `X-A2A-Notification-Token`, bounded retries with
-//! backoff, and `POST /a2a/push/{task_id}` for remote tasks' pushes.
+//! Push notifications (S14): the key that seals each config's token and credentials
+//! (AES-256-GCM), and delivery of a task's status updates to its configs.
 //!
-//! Nothing is built yet: the durable core does not deliver pushes, and the card declares
-//! `pushNotifications: false` until it does.
+//! Owns: [`PushKey`] (from `TINY_HARNESS_PUSH_KEY`, or a key file `dev` creates), sealing
+//! and opening [`PushSecret`]s, and [`Pusher`], which posts events in order per config
+//! with bounded retries and backoff, off the task's path.
+//! Must never: log a token, a credential or a pushed body; block the caller of `deliver`.
+//!
+//! Not built yet: the push receiver of S15 (`POST /a2a/push/{task_id}`).
+
+mod deliver;
+mod key;
+
+pub use deliver::{DeliveryPolicy, Pusher};
+pub use key::{KEY_ENV, KeyError, PushKey, PushSecret};

@@ -101,31 +101,38 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let new_state = e.event.state().unwrap_or(state);
-        match &e.snapshot {
-            Some(task) => {
-                sqlx::query(
-                    "UPDATE tasks SET last_seq = $2, state = $3, context_id = $4, status_ts = $5, snapshot = $6, updated_at = $7 WHERE task_id = $1",
-                )
-                .bind(&e.task_id)
-                .bind(seq)
-                .bind(new_state.as_str())
-                .bind(&task.context_id)
-                .bind(task.status.timestamp.clone().unwrap_or_default())
-                .bind(serde_json::to_string(task)?)
-                .bind(&ts)
-                .execute(&mut *tx)
-                .await?;
-            }
-            None => {
-                sqlx::query("UPDATE tasks SET last_seq = $2, state = $3, updated_at = $4 WHERE task_id = $1")
-                    .bind(&e.task_id)
-                    .bind(seq)
-                    .bind(new_state.as_str())
-                    .bind(&ts)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
+        // The status of a status event (or of the Task event) is kept apart from the
+        // snapshot, so reads between snapshots (ListTasks) show the current status.
+        let status = match &e.event {
+            StreamResponse::Task(t) => Some(&t.status),
+            StreamResponse::StatusUpdate(u) => Some(&u.status),
+            _ => None,
+        };
+        let (status_json, status_ts) = match status {
+            Some(st) => (serde_json::to_string(st)?, st.timestamp.clone().unwrap_or_else(|| ts.clone())),
+            None => (String::new(), String::new()),
+        };
+        let snapshot = e.snapshot.as_ref().map(serde_json::to_string).transpose()?.unwrap_or_default();
+        let context_id = e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default();
+        // Empty strings keep the stored value: only what this event knows is updated.
+        sqlx::query(
+            "UPDATE tasks SET last_seq = $2, state = $3, updated_at = $4, \
+             status = CASE WHEN $5 = '' THEN status ELSE $5 END, \
+             status_ts = CASE WHEN $6 = '' THEN status_ts ELSE $6 END, \
+             snapshot = CASE WHEN $7 = '' THEN snapshot ELSE $7 END, \
+             context_id = CASE WHEN $8 = '' THEN context_id ELSE $8 END \
+             WHERE task_id = $1",
+        )
+        .bind(&e.task_id)
+        .bind(seq)
+        .bind(new_state.as_str())
+        .bind(&ts)
+        .bind(&status_json)
+        .bind(&status_ts)
+        .bind(&snapshot)
+        .bind(&context_id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         self.notifier().notify(&e.task_id, seq);
         Ok(Appended { seq, new: true })
@@ -187,7 +194,97 @@ impl Store {
     }
 }
 
+/// A ListTasks query over the stored tasks of one task queue (S13, S19).
+#[derive(Clone, Debug, Default)]
+pub struct TaskQuery {
+    pub task_queue: String,
+    /// Only this context, when not empty.
+    pub context_id: String,
+    pub state: Option<TaskState>,
+    /// Only tasks whose status timestamp is at or after this (normalised RFC 3339).
+    pub since: Option<String>,
+    /// Resume after this `(status_ts, task_id)`: the previous page's last row.
+    pub after: Option<(String, String)>,
+    pub limit: i64,
+}
+
+/// One page of tasks, newest status first.
+#[derive(Clone, Debug, Default)]
+pub struct TaskPage {
+    pub tasks: Vec<Task>,
+    /// Matches before paging.
+    pub total: i64,
+    /// Where the next page starts, when there is one.
+    pub next: Option<(String, String)>,
+}
+
 impl Store {
+    /// Tasks of a queue matching the filters, newest status timestamp first (ties by id,
+    /// descending), with the current status from the status column.
+    pub async fn list_tasks(&self, q: &TaskQuery) -> Result<TaskPage, StoreError> {
+        let mut filter = String::from("task_queue = $1 AND snapshot <> ''");
+        let mut binds: Vec<String> = vec![q.task_queue.clone()];
+        let mut push = |cond: &str, values: &[&str], filter: &mut String| {
+            let mut c = cond.to_string();
+            for v in values {
+                binds.push(v.to_string());
+                c = c.replacen('?', &format!("${}", binds.len()), 1);
+            }
+            filter.push_str(" AND ");
+            filter.push_str(&c);
+        };
+        if !q.context_id.is_empty() {
+            push("context_id = ?", &[&q.context_id], &mut filter);
+        }
+        if let Some(state) = q.state {
+            push("state = ?", &[state.as_str()], &mut filter);
+        }
+        if let Some(since) = &q.since {
+            push("status_ts >= ?", &[since], &mut filter);
+        }
+        let count_sql = format!("SELECT COUNT(*) AS n FROM tasks WHERE {filter}");
+        let mut page_filter = filter.clone();
+        if let Some((ts, id)) = &q.after {
+            push("(status_ts < ? OR (status_ts = ? AND task_id < ?))", &[ts, ts, id], &mut page_filter);
+        }
+        let page_sql = format!(
+            "SELECT task_id, snapshot, status, status_ts, state FROM tasks WHERE {page_filter} \
+             ORDER BY status_ts DESC, task_id DESC LIMIT {}",
+            q.limit + 1
+        );
+        let count_binds = binds.len() - if q.after.is_some() { 3 } else { 0 };
+        let mut count = sqlx::query(&count_sql);
+        for b in &binds[..count_binds] {
+            count = count.bind(b);
+        }
+        let total: i64 = count.fetch_one(self.pool()).await?.try_get("n")?;
+        let mut page = sqlx::query(&page_sql);
+        for b in &binds {
+            page = page.bind(b);
+        }
+        let rows = page.fetch_all(self.pool()).await?;
+        let mut tasks = Vec::new();
+        let mut next = None;
+        for (i, r) in rows.iter().enumerate() {
+            if i as i64 == q.limit {
+                break;
+            }
+            let snapshot: String = r.try_get("snapshot")?;
+            let status: String = r.try_get("status")?;
+            let state: String = r.try_get("state")?;
+            let mut task: Task = serde_json::from_str(&snapshot)?;
+            if !status.is_empty() {
+                task.status = serde_json::from_str(&status)?;
+            }
+            task.status.state = state.parse().unwrap_or(task.status.state);
+            if i as i64 == q.limit - 1 && rows.len() as i64 > q.limit {
+                next = Some((r.try_get("status_ts")?, r.try_get("task_id")?));
+            }
+            tasks.push(task);
+        }
+        Ok(TaskPage { tasks, total, next })
+    }
+
     /// Ids of every task whose log has begun.
     pub async fn task_ids(&self) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query("SELECT task_id FROM tasks ORDER BY task_id").fetch_all(self.pool()).await?;
@@ -251,5 +348,57 @@ mod tests {
         }
         let seqs: Vec<i64> = store.events_after("t", 0, 1000).await.unwrap().iter().map(|e| e.seq).collect();
         assert_eq!(seqs, (1..=100).collect::<Vec<_>>());
+    }
+
+    fn opened(task_id: &str, context: &str, ts: &str, queue: &str) -> NewEvent {
+        let task = Task {
+            id: task_id.into(),
+            context_id: context.into(),
+            status: TaskStatus { state: TaskState::Submitted, timestamp: Some(ts.into()), ..Default::default() },
+            ..Default::default()
+        };
+        NewEvent {
+            task_id: task_id.into(),
+            key: "open".into(),
+            event: StreamResponse::Task(task.clone()),
+            snapshot: Some(task),
+            task_queue: queue.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn list_tasks_pages_newest_first_filters_and_shows_the_current_status() {
+        let (store, _dir) = store().await;
+        for (id, ctx, ts) in [
+            ("a", "c1", "2026-01-01T00:00:01.000Z"),
+            ("b", "c1", "2026-01-01T00:00:03.000Z"),
+            ("c", "c2", "2026-01-01T00:00:02.000Z"),
+            ("d", "c2", "2026-01-01T00:00:02.000Z"),
+        ] {
+            store.append(&opened(id, ctx, ts, "q")).await.unwrap();
+        }
+        store.append(&opened("other", "c1", "2026-01-01T00:00:09.000Z", "another-queue")).await.unwrap();
+        let mut working = status("a", TaskState::Working);
+        if let StreamResponse::StatusUpdate(u) = &mut working {
+            u.status.timestamp = Some("2026-01-01T00:00:05.000Z".into());
+        }
+        store.append(&new("a", "w", working)).await.unwrap();
+
+        let q = TaskQuery { task_queue: "q".into(), limit: 3, ..Default::default() };
+        let first = store.list_tasks(&q).await.unwrap();
+        let ids: Vec<&str> = first.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "d"], "newest status first, ties by id descending, other queues absent");
+        assert_eq!(first.total, 4);
+        assert_eq!(first.tasks[0].status.state, TaskState::Working, "the status after the snapshot is shown");
+        let second = store.list_tasks(&TaskQuery { after: first.next.clone(), ..q.clone() }).await.unwrap();
+        let ids: Vec<&str> = second.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!((ids, second.next, second.total), (vec!["c"], None, 4));
+
+        let only_c2 = TaskQuery { context_id: "c2".into(), ..q.clone() };
+        assert_eq!(store.list_tasks(&only_c2).await.unwrap().total, 2);
+        let working = TaskQuery { state: Some(TaskState::Working), ..q.clone() };
+        assert_eq!(store.list_tasks(&working).await.unwrap().tasks[0].id, "a");
+        let since = TaskQuery { since: Some("2026-01-01T00:00:03.000Z".into()), ..q };
+        assert_eq!(store.list_tasks(&since).await.unwrap().total, 2);
     }
 }

@@ -9,8 +9,10 @@
 mod event_log;
 mod inbox;
 mod notifier;
+mod push;
 
-pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskRow};
+pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskPage, TaskQuery, TaskRow};
+pub use push::PushRow;
 pub use inbox::{InboxOutcome, InboxRow};
 pub use notifier::Notifier;
 

@@ -101,6 +101,12 @@ pub struct ModelReply {
     pub text: String,
     /// How many chunks were streamed to the log.
     pub chunks: u32,
+    /// Artifacts of the provider's own, merged by id (`append` chunks joined).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<a2a_types::Artifact>,
+    /// How the turn ends, when the provider said so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish: Option<crate::models::Finish>,
 }
 
 /// A refusal by the `inbox` validator, carried through Temporal as text

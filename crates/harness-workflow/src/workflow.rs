@@ -124,29 +124,55 @@ impl TaskWorkflow {
             };
             match result {
                 Ok(reply) => {
-                    let message_id = format!("{}:reply:{turn}", ctx.state(|s| s.task.id.clone()));
-                    let mut reply_message = Message::agent_text(message_id, reply.text.clone());
+                    let task_id = ctx.state(|s| s.task.id.clone());
+                    let status_text = reply.finish.as_ref().and_then(|f| f.message.clone()).unwrap_or(reply.text.clone());
+                    let mut reply_message = (!status_text.is_empty())
+                        .then(|| Message::agent_text(format!("{task_id}:reply:{turn}"), status_text));
                     ctx.state_mut(|s| {
-                        reply_message.task_id = s.task.id.clone();
-                        reply_message.context_id = s.task.context_id.clone();
-                        s.task.artifacts.push(Artifact {
-                            artifact_id,
-                            name: "reply".into(),
-                            parts: vec![Part::text(reply.text)],
-                            ..Default::default()
-                        });
-                        s.task.history.push(reply_message.clone());
+                        if !reply.text.is_empty() {
+                            s.task.artifacts.push(Artifact {
+                                artifact_id,
+                                name: "reply".into(),
+                                parts: vec![Part::text(reply.text.clone())],
+                                ..Default::default()
+                            });
+                        }
+                        for artifact in reply.artifacts {
+                            match s.task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
+                                Some(existing) => *existing = artifact,
+                                None => s.task.artifacts.push(artifact),
+                            }
+                        }
+                        if let Some(m) = reply_message.as_mut() {
+                            m.task_id = s.task.id.clone();
+                            m.context_id = s.task.context_id.clone();
+                            s.task.history.push(m.clone());
+                        }
                     });
+                    if let Some(finish) = reply.finish {
+                        // The provider decided how the turn ends (the conformance profile).
+                        match finish.state {
+                            TaskState::InputRequired => {
+                                set_status(ctx, TaskState::InputRequired, reply_message, None).await?;
+                                continue;
+                            }
+                            state if state.is_terminal() => {
+                                set_status(ctx, state, reply_message, None).await?;
+                                break;
+                            }
+                            _ => {}
+                        }
+                    }
                     if ctx.state(|s| !s.mailbox.is_empty()) {
                         continue;
                     }
                     match ctx.state(|s| s.input.lifecycle) {
                         Lifecycle::OneShot => {
-                            set_status(ctx, TaskState::Completed, Some(reply_message), None).await?;
+                            set_status(ctx, TaskState::Completed, reply_message, None).await?;
                             break;
                         }
                         Lifecycle::Conversation => {
-                            set_status(ctx, TaskState::InputRequired, Some(reply_message), Some(AWAITING_NEXT_MESSAGE))
+                            set_status(ctx, TaskState::InputRequired, reply_message, Some(AWAITING_NEXT_MESSAGE))
                                 .await?;
                         }
                     }

@@ -1,37 +1,149 @@
-//! The agent card (S2): name, interfaces with absolute URLs for both bindings, capabilities.
+//! The agent card (S2): built once at start from the `[card]` section over defaults, with
+//! absolute interface URLs for both bindings, the capabilities this build has, and the five
+//! extensions of EXTENSIONS.md with their params. No security scheme: the deployment's
+//! perimeter authenticates.
 
-use a2a_types::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill};
+use crate::config::{CardSection, SkillConfig};
+use a2a_types::{AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, Struct};
+use harness_workflow::AWAITING_NEXT_MESSAGE;
+use serde_json::json;
 
-/// Builds the card for a server reachable at `base_url` (no trailing slash).
-pub fn build(base_url: &str) -> AgentCard {
+/// Base URI of this project's extensions (EXTENSIONS.md `BASE`).
+pub const EXT_BASE: &str = "https://madarauchiha-314.github.io/tiny-harness/a2a/ext";
+/// The A2UI extension.
+pub const A2UI_URI: &str = "https://a2ui.org/a2a-extension/a2ui/v0.9.1";
+/// The A2UI catalog this agent renders with.
+pub const A2UI_BASIC_CATALOG: &str = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json";
+
+/// Media types of EXTENSIONS.md.
+pub const TASK_MEDIA_TYPE: &str = "application/vnd.tiny-harness.task+json";
+pub const EVENT_MEDIA_TYPE: &str = "application/vnd.tiny-harness.event+json";
+pub const CHANNEL_MEDIA_TYPE: &str = "application/vnd.tiny-harness.channel+json";
+pub const A2UI_MEDIA_TYPE: &str = "application/a2ui+json";
+
+/// A registered command, as the card publishes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandInfo {
+    pub name: String,
+    pub description: String,
+    pub usage: String,
+}
+
+/// What the card depends on besides the config.
+pub struct CardInputs<'a> {
+    /// Where clients reach the server (no trailing slash).
+    pub base_url: &'a str,
+    pub push_notifications: bool,
+    /// The frozen command registry.
+    pub commands: &'a [CommandInfo],
+}
+
+fn skill(s: &SkillConfig) -> AgentSkill {
+    AgentSkill {
+        id: s.id.clone(),
+        name: s.name.clone(),
+        description: s.description.clone(),
+        tags: s.tags.clone(),
+        examples: s.examples.clone(),
+        ..Default::default()
+    }
+}
+
+fn params(v: serde_json::Value) -> Option<Struct> {
+    v.as_object().cloned()
+}
+
+/// The five extensions, each `required: false`.
+fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {
+    let mut commands: Vec<&CommandInfo> = commands.iter().collect();
+    commands.sort_by(|a, b| a.name.cmp(&b.name));
+    let commands: Vec<_> = commands
+        .iter()
+        .map(|c| json!({"name": c.name, "description": c.description, "usage": c.usage}))
+        .collect();
+    let ext = |path: &str, description: &str, params: Option<Struct>| AgentExtension {
+        uri: format!("{EXT_BASE}/{path}"),
+        description: description.into(),
+        required: false,
+        params,
+    };
+    vec![
+        ext("task/v1", "The task's own data (name, goal, participants, sub-tasks) in Task.metadata.", None),
+        ext("channel/v1", "A task is a channel among its participants; their messages are echoed as events.", None),
+        ext(
+            "status/v1",
+            "Substates qualifying an A2A state, in metadata of status updates and tasks.",
+            params(json!({"substates": [AWAITING_NEXT_MESSAGE]})),
+        ),
+        ext(
+            "commands/v1",
+            "Slash commands (`/<name> <arguments>` as a message's whole text).",
+            params(json!({"commands": commands})),
+        ),
+        AgentExtension {
+            uri: A2UI_URI.into(),
+            description: "A2UI surfaces as artifacts; user actions as data parts.".into(),
+            required: false,
+            params: params(json!({"supportedCatalogIds": [A2UI_BASIC_CATALOG], "acceptsInlineCatalogs": false})),
+        },
+    ]
+}
+
+/// Builds the public card.
+pub fn build(config: &CardSection, inputs: &CardInputs<'_>) -> AgentCard {
+    let base_url = inputs.base_url.trim_end_matches('/');
     let interface = |path: &str, binding: &str| AgentInterface {
         url: format!("{base_url}{path}"),
         protocol_binding: binding.into(),
         protocol_version: "1.0".into(),
         ..Default::default()
     };
-    AgentCard {
-        name: "tiny-harness".into(),
-        description: "A durable A2A agent: every task is a Temporal workflow.".into(),
-        supported_interfaces: vec![
-            interface(a2a_server::JSONRPC_PATH, "JSONRPC"),
-            interface(a2a_server::REST_PATH, "HTTP+JSON"),
-        ],
-        version: env!("CARGO_PKG_VERSION").into(),
-        capabilities: AgentCapabilities {
-            streaming: Some(true),
-            push_notifications: Some(false),
-            ..Default::default()
-        },
-        default_input_modes: vec!["text/plain".into()],
-        default_output_modes: vec!["text/plain".into()],
-        skills: vec![AgentSkill {
+    let skills = if config.skills.is_empty() {
+        vec![AgentSkill {
             id: "conversation".into(),
             name: "Conversation".into(),
             description: "Talks with the configured model, one durable task per conversation.".into(),
             tags: vec!["chat".into()],
             ..Default::default()
-        }],
-        documentation_url: None,
+        }]
+    } else {
+        config.skills.iter().map(skill).collect()
+    };
+    let input_modes: Vec<String> =
+        ["text/plain", TASK_MEDIA_TYPE, EVENT_MEDIA_TYPE, CHANNEL_MEDIA_TYPE, A2UI_MEDIA_TYPE].map(String::from).into();
+    let output_modes: Vec<String> = input_modes.iter().filter(|m| *m != EVENT_MEDIA_TYPE).cloned().collect();
+    AgentCard {
+        name: config.name.clone().unwrap_or_else(|| "tiny-harness".into()),
+        description: config
+            .description
+            .clone()
+            .unwrap_or_else(|| "A durable A2A agent: every task is a Temporal workflow.".into()),
+        supported_interfaces: vec![
+            interface(a2a_server::JSONRPC_PATH, "JSONRPC"),
+            interface(a2a_server::REST_PATH, "HTTP+JSON"),
+        ],
+        version: config.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into()),
+        capabilities: AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(inputs.push_notifications),
+            extensions: extensions(inputs.commands),
+            extended_agent_card: config.extended.is_some().then_some(true),
+        },
+        default_input_modes: input_modes,
+        default_output_modes: output_modes,
+        skills,
+        documentation_url: config.documentation_url.clone(),
     }
+}
+
+/// The extended card: the public card with the `[card.extended]` description and skills,
+/// or `None` when the section is absent.
+pub fn build_extended(config: &CardSection, public: &AgentCard) -> Option<AgentCard> {
+    let extended = config.extended.as_ref()?;
+    let mut card = public.clone();
+    if let Some(d) = &extended.description {
+        card.description = d.clone();
+    }
+    card.skills.extend(extended.skills.iter().map(skill));
+    Some(card)
 }

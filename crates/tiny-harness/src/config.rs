@@ -29,6 +29,27 @@
 //! [redaction]
 //! values = ["literal-secret"]  # redacted wherever they appear
 //! env = ["OPENAI_API_KEY"]     # the values of these variables too
+//!
+//! [card]                       # the agent card (S2); every key has a default
+//! name = "tiny-harness"
+//! description = "..."
+//! version = "0.1.0"
+//! documentation_url = "https://example.com/docs"
+//! [[card.skills]]
+//! id = "conversation"
+//! name = "Conversation"
+//! description = "..."
+//! tags = ["chat"]
+//! examples = ["hello"]
+//! [card.extended]              # present: the card declares an extended card (GetExtendedAgentCard)
+//! description = "..."          # replaces the public description in the extended card
+//! [[card.extended.skills]]     # added to the public skills in the extended card
+//! id = "internal"
+//! name = "Internal"
+//! description = "..."
+//!
+//! [push]
+//! key_file = "push.key"        # else TINY_HARNESS_PUSH_KEY; `dev` creates push.key in the data dir
 //! ```
 
 use harness_workflow::Lifecycle;
@@ -130,6 +151,48 @@ pub struct RedactionSection {
     pub env: Vec<String>,
 }
 
+/// A skill on the card.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SkillConfig {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub examples: Vec<String>,
+}
+
+/// What the extended card adds to the public one.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExtendedCardSection {
+    pub description: Option<String>,
+    pub skills: Vec<SkillConfig>,
+}
+
+/// The `[card]` section (S2); unset keys take the built-in defaults.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CardSection {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub version: Option<String>,
+    pub documentation_url: Option<String>,
+    pub skills: Vec<SkillConfig>,
+    pub extended: Option<ExtendedCardSection>,
+}
+
+/// The `[push]` section (S14).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PushSection {
+    /// A file holding the key (base64 of 32 bytes); `TINY_HARNESS_PUSH_KEY` wins over it.
+    pub key_file: Option<PathBuf>,
+    /// Create `push.key` in the data dir (mode 0600) when no key is given (`dev` sets this).
+    #[serde(skip)]
+    pub generate_key: bool,
+}
+
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -140,6 +203,8 @@ pub struct Config {
     pub agent: AgentSection,
     pub models: ModelsSection,
     pub redaction: RedactionSection,
+    pub card: CardSection,
+    pub push: PushSection,
     /// Where the embedded dev server's database, the SQLite store and generated files live.
     #[serde(skip)]
     pub data_dir: PathBuf,
@@ -166,12 +231,48 @@ impl Config {
             let base = path.parent().unwrap_or(Path::new("."));
             config.models.scripted.file = Some(base.join(file));
         }
+        if let Some(file) = &config.push.key_file
+            && file.is_relative()
+        {
+            let base = path.parent().unwrap_or(Path::new("."));
+            config.push.key_file = Some(base.join(file));
+        }
+        for (i, skill) in config.card.skills.iter().chain(config.card.extended.iter().flat_map(|e| &e.skills)).enumerate()
+        {
+            if skill.id.is_empty() || skill.name.is_empty() {
+                return Err(ConfigError(format!(
+                    "config file {}: skill #{} in `card.skills` (or `card.extended.skills`) needs an `id` and a `name`",
+                    path.display(),
+                    i + 1
+                )));
+            }
+        }
         Ok(config)
     }
 
     /// The store URL: configured, or `harness.db` in the data dir.
     pub fn store_url(&self) -> String {
         self.store.url.clone().unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("harness.db").display()))
+    }
+
+    /// The push key (S14): `TINY_HARNESS_PUSH_KEY`, else `push.key_file`, else (when
+    /// `push.generate_key`) `push.key` in the data dir, created on first use. `None`: push
+    /// notifications are off. A malformed key is an error naming where it came from.
+    pub fn push_key(&self) -> Result<Option<harness_push::PushKey>, ConfigError> {
+        let err = |e: harness_push::KeyError| ConfigError(format!("push key: {e}"));
+        if let Some(key) = harness_push::PushKey::from_env().map_err(err)? {
+            return Ok(Some(key));
+        }
+        if let Some(file) = &self.push.key_file {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| ConfigError(format!("`push.key_file` {}: {e}", file.display())))?;
+            let source = format!("`push.key_file` {}", file.display());
+            return harness_push::PushKey::from_base64(&text, &source).map(Some).map_err(err);
+        }
+        if self.push.generate_key {
+            return harness_push::PushKey::load_or_create(&self.data_dir.join("push.key")).map(Some).map_err(err);
+        }
+        Ok(None)
     }
 
     /// Every configured secret value (literal values and the values of named variables).

@@ -6,9 +6,16 @@
 
 use a2a_server::{CallContext, EventStream, RequestHandler};
 use a2a_types::{
-    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, Message, SendMessageRequest,
-    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskState, validate,
+    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, Message, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+    TaskPushNotificationConfigRef, TaskState, validate,
 };
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use harness_push::{PushSecret, Pusher};
+use harness_store::{PushRow, TaskQuery};
+use std::sync::Arc;
 use futures::StreamExt;
 use harness_store::{InboxOutcome, Store, TaskHead, TaskRow};
 use harness_workflow::redaction::Redactor;
@@ -52,7 +59,10 @@ pub struct HarnessHandler {
     pub(crate) linger_secs: u64,
     pub(crate) instant_model: bool,
     pub(crate) timeout: Duration,
-    pub(crate) card: AgentCard,
+    pub(crate) card: Arc<AgentCard>,
+    pub(crate) extended_card: Option<AgentCard>,
+    /// Push delivery and the key that seals configs; `None`: push notifications are off.
+    pub(crate) pusher: Option<Arc<Pusher>>,
 }
 
 /// A message the workflow accepted.
@@ -159,6 +169,13 @@ impl HarnessHandler {
         };
         message.task_id = task_id.clone();
         message.context_id = context_id.clone();
+
+        if let Some(config) = req.configuration.as_ref().and_then(|c| c.task_push_notification_config.clone()) {
+            let stored = self.store_push_config(&task_id, config).await;
+            if let Err(e) = stored {
+                return Err(self.refuse(&request_id, &task_id, &message, e).await);
+            }
+        }
 
         // S5: the message is durable before anything is acknowledged.
         self.store.record_inbox(&request_id, &task_id, &message, InboxOutcome::Received).await.map_err(store_error)?;
@@ -290,6 +307,46 @@ impl HarnessHandler {
         Ok(task)
     }
 
+    /// Validates, seals and stores a push config of `task_id`; returns it as stored (with
+    /// its id) and in the clear (S14).
+    async fn store_push_config(
+        &self,
+        task_id: &str,
+        mut config: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        let pusher = self.pusher.as_ref().ok_or_else(|| {
+            A2AError::new(ErrorKind::PushNotificationNotSupported, "push notifications are not supported by this agent")
+        })?;
+        validate::push_config(&config)?;
+        if config.id.is_empty() {
+            config.id = uuid::Uuid::new_v4().to_string();
+        }
+        config.task_id = task_id.to_string();
+        let secret = PushSecret { token: config.token.clone(), authentication: config.authentication.clone() };
+        let row = PushRow {
+            task_id: task_id.to_string(),
+            config_id: config.id.clone(),
+            url: config.url.clone(),
+            sealed: pusher.key().seal(&secret),
+        };
+        self.store.put_push_config(&row).await.map_err(store_error)?;
+        Ok(config)
+    }
+
+    /// A stored push config in the clear.
+    fn open_push_config(&self, row: PushRow) -> Result<TaskPushNotificationConfig, A2AError> {
+        let pusher = self.pusher.as_ref().ok_or_else(|| A2AError::internal("push is off"))?;
+        let secret = pusher.key().open(&row.sealed).map_err(|e| A2AError::internal(e.to_string()))?;
+        Ok(TaskPushNotificationConfig {
+            id: row.config_id,
+            task_id: row.task_id,
+            url: row.url,
+            token: secret.token,
+            authentication: secret.authentication,
+            ..Default::default()
+        })
+    }
+
     /// The task as its workflow sees it, or the store's copy once the workflow is gone.
     async fn current_task(&self, task_id: &str) -> Result<Task, A2AError> {
         let row = self.row(task_id).await?;
@@ -400,7 +457,115 @@ impl RequestHandler for HarnessHandler {
         Ok(self.log_stream(req.id, 0, StopAt::Terminal))
     }
 
-    fn agent_card(&self) -> AgentCard {
+    async fn list_tasks(&self, _ctx: &CallContext, req: ListTasksRequest) -> Result<ListTasksResponse, A2AError> {
+        let since = validate::list_tasks(&req)?;
+        let page_size = req.page_size.unwrap_or(50);
+        let after = if req.page_token.is_empty() { None } else { Some(decode_page_token(&req.page_token)?) };
+        let query = TaskQuery {
+            task_queue: self.task_queue.clone(),
+            context_id: req.context_id.clone(),
+            state: req.status.filter(|s| *s != TaskState::Unspecified),
+            since,
+            after,
+            limit: i64::from(page_size),
+        };
+        let page = self.store.list_tasks(&query).await.map_err(store_error)?;
+        let include_artifacts = req.include_artifacts.unwrap_or(false);
+        let tasks = page
+            .tasks
+            .into_iter()
+            .map(|mut t| {
+                if !include_artifacts {
+                    t.artifacts.clear();
+                }
+                t.with_history_length(req.history_length)
+            })
+            .collect();
+        Ok(ListTasksResponse {
+            tasks,
+            next_page_token: page.next.map(|(ts, id)| encode_page_token(&ts, &id)).unwrap_or_default(),
+            page_size,
+            total_size: i32::try_from(page.total).unwrap_or(i32::MAX),
+        })
+    }
+
+    async fn create_push_config(
+        &self,
+        _ctx: &CallContext,
+        req: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        self.current_task(&req.task_id).await?;
+        let task_id = req.task_id.clone();
+        self.store_push_config(&task_id, req).await
+    }
+
+    async fn get_push_config(
+        &self,
+        _ctx: &CallContext,
+        req: TaskPushNotificationConfigRef,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        if req.id.is_empty() {
+            return Err(A2AError::missing_field("id", "the push notification config id is missing"));
+        }
+        self.current_task(&req.task_id).await?;
+        match self.store.push_config(&req.task_id, &req.id).await.map_err(store_error)? {
+            Some(row) => self.open_push_config(row),
+            None => Err(A2AError::new(
+                ErrorKind::TaskNotFound,
+                format!("push notification config `{}` not found for task {}", req.id, req.task_id),
+            )
+            .with("taskId", &req.task_id)
+            .with("configId", &req.id)),
+        }
+    }
+
+    async fn list_push_configs(
+        &self,
+        _ctx: &CallContext,
+        req: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        self.current_task(&req.task_id).await?;
+        let rows = self.store.push_configs(&req.task_id).await.map_err(store_error)?;
+        let configs = rows.into_iter().map(|r| self.open_push_config(r)).collect::<Result<_, _>>()?;
+        Ok(ListTaskPushNotificationConfigsResponse { configs, next_page_token: String::new() })
+    }
+
+    async fn delete_push_config(&self, _ctx: &CallContext, req: TaskPushNotificationConfigRef) -> Result<(), A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        if req.id.is_empty() {
+            return Err(A2AError::missing_field("id", "the push notification config id is missing"));
+        }
+        self.current_task(&req.task_id).await?;
+        self.store.delete_push_config(&req.task_id, &req.id).await.map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn extended_agent_card(&self, _ctx: &CallContext) -> Result<AgentCard, A2AError> {
+        self.extended_card.clone().ok_or_else(|| {
+            A2AError::new(ErrorKind::ExtendedAgentCardNotConfigured, "the extended agent card is not configured")
+        })
+    }
+
+    fn agent_card(&self) -> Arc<AgentCard> {
         self.card.clone()
     }
+}
+
+/// A ListTasks page token: url-safe base64 of `<status timestamp>|<task id>`.
+fn encode_page_token(ts: &str, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{ts}|{id}"))
+}
+
+fn decode_page_token(token: &str) -> Result<(String, String), A2AError> {
+    let bad = || {
+        A2AError::invalid_params(format!("invalid params: pageToken `{token}` is not a token this server issued"))
+            .with("field", "pageToken")
+    };
+    let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (ts, id) = text.split_once('|').ok_or_else(bad)?;
+    Ok((ts.to_string(), id.to_string()))
 }

@@ -4,6 +4,7 @@
 use crate::config::{Config, TemporalMode};
 use crate::handler::HarnessHandler;
 use crate::temporal_dev::{EmbeddedTemporal, TemporalCliError, find_or_provision_cli};
+use harness_push::{DeliveryPolicy, Pusher};
 use harness_store::Store;
 use harness_workflow::models::{ModelRegistry, ScriptedModel};
 use harness_workflow::redaction::Redactor;
@@ -77,7 +78,15 @@ impl Harness {
         let client = connect(&address, &config.temporal.namespace).await?;
 
         let instant_model = models.get(&config.agent.model).is_some_and(|m| m.is_instant());
-        let activities = Activities { store: store.clone(), models };
+        let push_key = config.push_key()?;
+        if push_key.is_none() {
+            tracing::warn!(
+                "push notifications are off: set {} (or `push.key_file`) to turn them on",
+                harness_push::KEY_ENV
+            );
+        }
+        let pusher = push_key.map(|key| Pusher::new(store.clone(), key, DeliveryPolicy::default()));
+        let activities = Activities { store: store.clone(), models, pusher: pusher.clone() };
         let (worker_shutdown, worker_task) = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
             let (shutdown, thread) =
@@ -87,17 +96,28 @@ impl Harness {
             (None, None)
         };
 
+        let card = crate::card::build(
+            &config.card,
+            &crate::card::CardInputs { base_url, push_notifications: pusher.is_some(), commands: &[] },
+        );
         let handler = Arc::new(HarnessHandler {
             client,
             store: store.clone(),
             redactor: Redactor::new(config.secret_values()),
             task_queue: config.temporal.task_queue.clone(),
-            lifecycle: config.agent.lifecycle,
+            // The conformance profile runs every task one-shot (docs/conformance.md).
+            lifecycle: if config.agent.model == "conformance" {
+                harness_workflow::Lifecycle::OneShot
+            } else {
+                config.agent.lifecycle
+            },
             model: config.agent.model.clone(),
             linger_secs: config.agent.terminal_linger_secs,
             instant_model,
             timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
-            card: crate::card::build(base_url.trim_end_matches('/')),
+            card: Arc::new(card.clone()),
+            extended_card: crate::card::build_extended(&config.card, &card),
+            pusher,
         });
         Ok(Self { handler, worker_shutdown, worker_task, embedded, store })
     }

@@ -6,7 +6,7 @@
 //! store ignores them. A cancel (or a control) that ends the task fences the log; a chunk
 //! after that is refused by the store and the activity stops.
 
-use crate::models::{ModelRegistry, ModelRequest};
+use crate::models::{ModelEvent, ModelRegistry, ModelRequest};
 use crate::{ModelReply, ModelTurn};
 use a2a_types::{Artifact, Part, StreamResponse, TaskArtifactUpdateEvent};
 use futures::StreamExt;
@@ -29,9 +29,10 @@ pub(super) async fn run(
     })?;
     let request = ModelRequest { history: input.history.clone(), turn: input.turn };
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
-    let mut text = String::new();
+    let mut reply = ModelReply::default();
     let mut pending: Option<String> = None;
     let mut index = 0u32;
+    let mut own = 0u32;
     loop {
         let next = tokio::select! {
             next = deltas.next() => next,
@@ -39,19 +40,47 @@ pub(super) async fn run(
         };
         let next = next.transpose().map_err(model_failure)?;
         if let Some(previous) = pending.take() {
-            append_chunk(store, &input, index, previous, next.is_none()).await?;
+            // A text chunk is the last one unless more text follows.
+            let last = !matches!(next, Some(ModelEvent::Text(_)));
+            append_chunk(store, &input, index, previous, last).await?;
             index += 1;
             let _ = ctx.record_heartbeat(index).await;
         }
         match next {
-            Some(delta) => {
-                text.push_str(&delta);
+            Some(ModelEvent::Text(delta)) => {
+                reply.text.push_str(&delta);
                 pending = Some(delta);
             }
+            Some(ModelEvent::Artifact { artifact, append, last_chunk }) => {
+                let key = format!("turn-{}-artifact-{own}", input.turn);
+                own += 1;
+                let event = TaskArtifactUpdateEvent {
+                    task_id: input.task_id.clone(),
+                    context_id: input.context_id.clone(),
+                    artifact: artifact.clone(),
+                    append,
+                    last_chunk,
+                    metadata: None,
+                };
+                append_event(store, &input, key, StreamResponse::ArtifactUpdate(event)).await?;
+                merge_artifact(&mut reply.artifacts, artifact, append);
+            }
+            Some(ModelEvent::Finish(finish)) => reply.finish = Some(finish),
             None => break,
         }
     }
-    Ok(ModelReply { text, chunks: index })
+    reply.chunks = index;
+    Ok(reply)
+}
+
+/// Adds an artifact update to the artifacts of a reply: appended parts join the artifact
+/// with the same id, anything else replaces or adds it.
+fn merge_artifact(artifacts: &mut Vec<Artifact>, artifact: Artifact, append: bool) {
+    match artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
+        Some(existing) if append => existing.parts.extend(artifact.parts),
+        Some(existing) => *existing = artifact,
+        None => artifacts.push(artifact),
+    }
 }
 
 async fn append_chunk(
@@ -74,13 +103,11 @@ async fn append_chunk(
         last_chunk: last,
         metadata: None,
     });
-    let new = NewEvent {
-        task_id: turn.task_id.clone(),
-        key: format!("turn-{}-chunk-{index}", turn.turn),
-        event,
-        snapshot: None,
-        task_queue: turn.task_queue.clone(),
-    };
+    append_event(store, turn, format!("turn-{}-chunk-{index}", turn.turn), event).await
+}
+
+async fn append_event(store: &Store, turn: &ModelTurn, key: String, event: StreamResponse) -> Result<(), ActivityError> {
+    let new = NewEvent { task_id: turn.task_id.clone(), key, event, snapshot: None, task_queue: turn.task_queue.clone() };
     match store.append(&new).await {
         Ok(_) => Ok(()),
         // The task ended under us (cancel, control): stop streaming.

@@ -1,12 +1,18 @@
 //! `emit_event`: append one workflow event to the log (idempotent on its key) and wake
-//! the task's readers. Returns the seq the store assigned.
+//! the task's readers, then queue it for the task's push configs (S14: the Task and every
+//! status update; delivery never blocks the task). Returns the seq the store assigned.
 
 use crate::EmitInput;
+use a2a_types::StreamResponse;
 use harness_store::{NewEvent, Store, StoreError};
 use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::ActivityError;
 
-pub(super) async fn run(store: &Store, input: EmitInput) -> Result<i64, ActivityError> {
+pub(super) async fn run(
+    store: &Store,
+    pusher: Option<&std::sync::Arc<harness_push::Pusher>>,
+    input: EmitInput,
+) -> Result<i64, ActivityError> {
     let event = NewEvent {
         task_id: input.task_id,
         key: input.key,
@@ -15,7 +21,13 @@ pub(super) async fn run(store: &Store, input: EmitInput) -> Result<i64, Activity
         task_queue: input.task_queue,
     };
     match store.append(&event).await {
-        Ok(appended) => Ok(appended.seq),
+        Ok(appended) => {
+            let pushed = matches!(event.event, StreamResponse::Task(_) | StreamResponse::StatusUpdate(_));
+            if let Some(pusher) = pusher.filter(|_| appended.new && pushed) {
+                pusher.deliver(&event.task_id, &event.event).await;
+            }
+            Ok(appended.seq)
+        }
         // The log already ended: retrying cannot help.
         Err(e @ StoreError::Closed(_)) => Err(ActivityError::application(ApplicationFailure::non_retryable(e))),
         Err(e) => Err(ActivityError::application(ApplicationFailure::new(e))),

@@ -11,10 +11,12 @@ use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
-/// What the activities need: the store and the model providers.
+/// What the activities need: the store, the model providers and push delivery.
 pub struct Activities {
     pub store: Store,
     pub models: ModelRegistry,
+    /// Delivers status events to the task's push configs (S14); `None` without a push key.
+    pub pusher: Option<Arc<harness_push::Pusher>>,
 }
 
 #[activities]
@@ -22,7 +24,7 @@ impl Activities {
     /// Appends an event to the task's log and wakes its readers (D1).
     #[activity(name = "emit_event")]
     pub async fn emit_event(self: Arc<Self>, _ctx: ActivityContext, input: EmitInput) -> Result<i64, ActivityError> {
-        emit_event::run(&self.store, input).await
+        emit_event::run(&self.store, self.pusher.as_ref(), input).await
     }
 
     /// Runs one model turn, streaming its output into the log as it is produced (D6, S12).

@@ -1,7 +1,7 @@
 //! `echo`: replies `echo: <the user's text>`, streamed word by word. Deterministic, offline,
 //! the default model.
 
-use super::{DeltaStream, ModelError, ModelProvider, ModelRequest, last_user_text};
+use super::{DeltaStream, ModelError, ModelEvent, ModelProvider, ModelRequest, last_user_text};
 use futures::StreamExt;
 
 /// The echo model.
@@ -29,7 +29,7 @@ pub fn split_words(text: &str) -> Vec<String> {
 impl ModelProvider for EchoModel {
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
         let reply = format!("echo: {}", last_user_text(&request.history));
-        Ok(futures::stream::iter(split_words(&reply).into_iter().map(Ok)).boxed())
+        Ok(futures::stream::iter(split_words(&reply).into_iter().map(|w| Ok(ModelEvent::Text(w)))).boxed())
     }
 
     fn is_instant(&self) -> bool {

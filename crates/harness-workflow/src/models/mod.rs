@@ -1,16 +1,20 @@
 //! Model providers (D6) behind one trait: `echo` (built in, the default), `scripted`
 //! (replies from a file). A real provider (OpenAI-compatible) implements the same trait.
 //!
-//! A provider streams text deltas; `call_model` appends each to the event log as it
-//! arrives, so output reaches subscribers while it is produced (S12).
+//! A provider streams [`ModelEvent`]s (text deltas, artifacts of its own, how the turn
+//! ends); `call_model` appends each to the event log as it arrives, so output reaches
+//! subscribers while it is produced (S12).
 
+mod conformance;
 mod echo;
 mod scripted;
 
+pub use conformance::ConformanceModel;
 pub use echo::EchoModel;
 pub use scripted::{ScriptedModel, ScriptedReply};
 
-use a2a_types::Message;
+use a2a_types::{Artifact, Message, TaskState};
+use serde::{Deserialize, Serialize};
 use futures::stream::BoxStream;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,8 +37,30 @@ pub struct ModelError {
     pub retryable: bool,
 }
 
-/// A stream of reply text deltas.
-pub type DeltaStream = BoxStream<'static, Result<String, ModelError>>;
+/// How a turn ends when the provider says so; otherwise the task's lifecycle decides
+/// (INPUT_REQUIRED for a conversation, COMPLETED for one-shot).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finish {
+    /// COMPLETED, INPUT_REQUIRED, REJECTED or FAILED.
+    pub state: TaskState,
+    /// The final status message; the reply text when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What a provider produces.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelEvent {
+    /// Reply text, streamed as chunks of the turn's `reply-<turn>` artifact.
+    Text(String),
+    /// An artifact update of the provider's own (file, data, chunked text...).
+    Artifact { artifact: Artifact, append: bool, last_chunk: bool },
+    /// How the turn ends.
+    Finish(Finish),
+}
+
+/// A stream of model events.
+pub type DeltaStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 
 /// A model provider.
 #[async_trait::async_trait]
@@ -58,10 +84,11 @@ pub struct ModelRegistry {
 }
 
 impl ModelRegistry {
-    /// A registry with `echo` only.
+    /// A registry with the built-in providers: `echo` and `conformance`.
     pub fn with_echo() -> Self {
         let mut r = Self::default();
         r.register("echo", Arc::new(EchoModel));
+        r.register("conformance", Arc::new(ConformanceModel));
         r
     }
 
@@ -79,6 +106,11 @@ impl ModelRegistry {
         n.sort();
         n
     }
+}
+
+/// The newest user message of a conversation.
+pub fn last_user_message(history: &[Message]) -> Option<&Message> {
+    history.iter().rev().find(|m| m.role == a2a_types::Role::User)
 }
 
 /// The text of the newest user message of a conversation.

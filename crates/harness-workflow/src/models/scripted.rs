@@ -15,7 +15,7 @@
 //! fail = "the scripted model failed"
 //! ```
 
-use super::{DeltaStream, ModelError, ModelProvider, ModelRequest, last_user_text};
+use super::{DeltaStream, ModelError, ModelEvent, ModelProvider, ModelRequest, last_user_text};
 use futures::StreamExt;
 use serde::Deserialize;
 use std::path::Path;
@@ -96,7 +96,7 @@ impl ModelProvider for ScriptedModel {
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                Ok(chunk)
+                Ok(ModelEvent::Text(chunk))
             })
             .boxed())
     }
@@ -119,7 +119,11 @@ mod tests {
             "[[reply]]\nwhen = \"weather\"\nchunks = [\"sunny\"]\n[[reply]]\nchunks = [\"a\", \"b\"]\n[[reply]]\nchunks = [\"c\"]\n[[reply]]\nwhen = \"boom\"\nfail = \"scripted failure\"\n",
         )
         .unwrap();
-        let collect = |r| async { model.stream(r).await.map(|s| s.map(|d| d.unwrap()).collect::<Vec<_>>()) };
+        let collect = |r| async { model.stream(r).await.map(|s| s.map(|d| match d.unwrap() {
+                ModelEvent::Text(t) => t,
+                other => panic!("scripted replies are text, got {other:?}"),
+            })
+            .collect::<Vec<_>>()) };
         assert_eq!(collect(req("the weather?", 1)).await.unwrap().await, vec!["sunny"]);
         assert_eq!(collect(req("hi", 1)).await.unwrap().await, vec!["a", "b"]);
         assert_eq!(collect(req("hi", 2)).await.unwrap().await, vec!["c"]);
