@@ -3,6 +3,9 @@
 //! - `test`: builds the binary, provisions the `temporal` CLI when missing, starts one
 //!   shared Temporal dev server, then runs every test of the workspace (nextest when
 //!   installed, else `cargo test`), the ignored-by-default recorders excluded.
+//!   The interop suite's Python venv (`target/interop-venv`) is built first when missing or
+//!   when its pinned requirements changed.
+//! - `contract`: refreshes the contract snapshots (the agent card, S2) with insta.
 //! - `bench`: the benchmark of `docs/performance.md`, release build, one run, ratios.
 //! - `histories`: re-records the `TaskWorkflow` histories the replay test replays.
 //! - `dev`: `cargo run -p harness-cli -- dev` with any extra arguments.
@@ -43,12 +46,40 @@ async fn shared_dev_server(dir: &Path) -> Result<tiny_harness::temporal_dev::Emb
     Ok(tiny_harness::temporal_dev::EmbeddedTemporal::start(&cli, &dir.join("temporal.db")).await?)
 }
 
+/// The Python venv of the interop suite (`target/interop-venv`), rebuilt whenever
+/// `crates/contract-tests/interop/requirements.txt` changes. Returns its python.
+fn interop_venv() -> Result<PathBuf> {
+    let requirements = root().join("crates/contract-tests/interop/requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements).with_context(|| format!("{}", requirements.display()))?;
+    let venv = root().join("target/interop-venv");
+    let stamp = venv.join(".requirements");
+    let python = venv.join("bin/python");
+    if python.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) {
+        return Ok(python);
+    }
+    let _ = std::fs::remove_dir_all(&venv);
+    run({
+        let mut c = Command::new("python3");
+        c.args(["-m", "venv"]).arg(&venv);
+        c
+    })
+    .context("cannot create the interop venv: install python3 and python3-venv")?;
+    run({
+        let mut c = Command::new(&python);
+        c.args(["-m", "pip", "install", "--disable-pip-version-check", "-r"]).arg(&requirements);
+        c
+    })?;
+    std::fs::write(&stamp, wanted)?;
+    Ok(python)
+}
+
 async fn test(extra: &[String]) -> Result<()> {
     run({
         let mut c = cargo();
         c.args(["build", "-p", "harness-cli"]);
         c
     })?;
+    let python = interop_venv()?;
     let dir = std::env::temp_dir().join(format!("tiny-harness-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut server = shared_dev_server(&dir).await?;
@@ -58,7 +89,7 @@ async fn test(extra: &[String]) -> Result<()> {
     } else {
         cmd.args(["test", "--workspace", "--no-fail-fast"]);
     }
-    cmd.args(extra).env("TINY_HARNESS_TEST_TEMPORAL", &server.address);
+    cmd.args(extra).env("TINY_HARNESS_TEST_TEMPORAL", &server.address).env("TINY_HARNESS_INTEROP_PYTHON", python);
     let result = tokio::task::spawn_blocking(move || run(cmd)).await?;
     server.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -113,13 +144,18 @@ async fn main() -> Result<()> {
         "test" => test(extra).await,
         "bench" => bench(extra),
         "histories" => histories(),
+        "contract" => run({
+            let mut c = cargo();
+            c.args(["test", "-p", "tiny-harness", "--test", "card_contract"]).env("INSTA_UPDATE", "always");
+            c
+        }),
         "dev" => run({
             let mut c = cargo();
             c.args(["run", "-p", "harness-cli", "--", "dev"]).args(extra);
             c
         }),
         _ => {
-            eprintln!("usage: cargo xtask <test|bench|histories|dev> [args]");
+            eprintln!("usage: cargo xtask <test|contract|bench|histories|dev> [args]");
             if verb == "help" { Ok(()) } else { bail!("unknown verb `{verb}`") }
         }
     }

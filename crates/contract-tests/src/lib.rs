@@ -71,6 +71,12 @@ pub struct HarnessOptions {
     pub linger_secs: u64,
     /// Literal secret values to redact.
     pub secrets: Vec<String>,
+    /// A model by name (`conformance`...), when not scripted.
+    pub model: Option<&'static str>,
+    /// TOML appended to the generated config (start it with a section header).
+    pub extra_config: String,
+    /// Run with a push key (TINY_HARNESS_PUSH_KEY), so push notifications are on.
+    pub push: bool,
 }
 
 impl Default for HarnessOptions {
@@ -82,6 +88,9 @@ impl Default for HarnessOptions {
             request_timeout_secs: 10,
             linger_secs: 2,
             secrets: Vec::new(),
+            model: None,
+            extra_config: String::new(),
+            push: true,
         }
     }
 }
@@ -95,7 +104,11 @@ pub struct HarnessProcess {
     pub data_dir: tempfile::TempDir,
     config_path: PathBuf,
     log_path: PathBuf,
+    push: bool,
 }
+
+/// A fixed push key for test harnesses (32 bytes, base64).
+pub const TEST_PUSH_KEY: &str = "dGlueS1oYXJuZXNzLXRlc3Qta2V5LTMyLWJ5dGVzISE=";
 
 impl HarnessProcess {
     pub async fn start(opts: HarnessOptions) -> Self {
@@ -110,6 +123,9 @@ impl HarnessProcess {
             opts.lifecycle,
             opts.linger_secs,
         );
+        if let Some(model) = opts.model {
+            config.push_str(&format!("model = \"{model}\"\n"));
+        }
         if let Some(script) = &opts.script {
             std::fs::write(data_dir.path().join("script.toml"), script).expect("script");
             config.push_str("model = \"scripted\"\n\n[models.scripted]\nfile = \"script.toml\"\n");
@@ -117,6 +133,8 @@ impl HarnessProcess {
         if !opts.secrets.is_empty() {
             config.push_str(&format!("\n[redaction]\nvalues = {}\n", json!(opts.secrets)));
         }
+        config.push('\n');
+        config.push_str(&opts.extra_config);
         let config_path = data_dir.path().join("harness.toml");
         std::fs::write(&config_path, config).expect("config");
         let log_path = data_dir.path().join("harness.log");
@@ -128,6 +146,7 @@ impl HarnessProcess {
             config_path,
             log_path,
             data_dir,
+            push: opts.push,
         };
         h.spawn().await;
         h
@@ -135,7 +154,13 @@ impl HarnessProcess {
 
     async fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_path).expect("log");
-        let child = Command::new(harness_binary())
+        let mut command = Command::new(harness_binary());
+        if self.push {
+            command.env("TINY_HARNESS_PUSH_KEY", TEST_PUSH_KEY);
+        } else {
+            command.env_remove("TINY_HARNESS_PUSH_KEY");
+        }
+        let child = command
             .arg("serve")
             .arg("--config")
             .arg(&self.config_path)

@@ -64,6 +64,8 @@ impl Harness {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             crate::ConfigError(format!("cannot create the data dir {}: {e}", config.data_dir.display()))
         })?;
+        // A malformed push key stops the start before anything is opened.
+        let push_key = config.push_key()?;
         let store = Store::connect(&config.store_url()).await?;
 
         let (embedded, address) = match config.temporal.mode {
@@ -78,7 +80,6 @@ impl Harness {
         let client = connect(&address, &config.temporal.namespace).await?;
 
         let instant_model = models.get(&config.agent.model).is_some_and(|m| m.is_instant());
-        let push_key = config.push_key()?;
         if push_key.is_none() {
             tracing::warn!(
                 "push notifications are off: set {} (or `push.key_file`) to turn them on",

@@ -3,7 +3,7 @@
 //! `harness-cli` is argument parsing plus a call into this crate, so a host embeds exactly
 //! what the CLI runs.
 
-mod card;
+pub mod card;
 pub mod config;
 mod handler;
 mod harness;

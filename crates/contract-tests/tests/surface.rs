@@ -1,0 +1,206 @@
+//! The A2A surface beyond the durable core (issue 3, S1, S2, S13, S14): error paths the
+//! official client cannot provoke, tenant routes, card caching, capability gating, push
+//! secrets at rest. Every test runs a real harness over real HTTP.
+
+use contract_tests::{HarnessOptions, HarnessProcess, user_text};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+fn reason(answer: &Value) -> &str {
+    answer["error"]["details"][0]["reason"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_non_json_body_is_content_type_not_supported_and_a_json_body_is_taken_whatever_its_type() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let http = reqwest::Client::new();
+    let post = |path: &str, ct: &str, body: &str| {
+        http.post(format!("{}{path}", h.base_url))
+            .header("A2A-Version", "1.0")
+            .header("content-type", ct)
+            .body(body.to_string())
+            .send()
+    };
+    let rpc: Value = post("/a2a/jsonrpc", "text/plain", "hello").await.unwrap().json().await.unwrap();
+    assert_eq!(rpc["error"]["code"], -32005, "{rpc}");
+    assert!(rpc["error"]["message"].as_str().unwrap().contains("text/plain"), "{rpc}");
+    let rest = post("/a2a/rest/message:send", "application/xml", "<message/>").await.unwrap();
+    assert_eq!(rest.status(), 415);
+    let body: Value = rest.json().await.unwrap();
+    assert_eq!(reason(&body), "CONTENT_TYPE_NOT_SUPPORTED", "{body}");
+
+    // A JSON body is accepted whatever Content-Type it declares (CHEATSHEET §13.3).
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "nope"}}).to_string();
+    let lenient: Value = post("/a2a/jsonrpc", "text/plain", &call).await.unwrap().json().await.unwrap();
+    assert_eq!(lenient["error"]["code"], -32001, "{lenient}");
+
+    // Not a request object: -32600, with the id when it could be read.
+    let invalid = h.client().rpc_raw(json!({"jsonrpc": "1.0", "id": 9, "method": "GetTask"}).to_string()).await;
+    assert_eq!(invalid.body["error"]["code"], -32600, "{:?}", invalid.body);
+}
+
+#[tokio::test]
+async fn the_card_is_served_with_cache_headers_and_revalidates_with_304() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/.well-known/agent-card.json", h.base_url);
+    let first = http.get(&url).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let header = |name: &str| first.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let etag = header("etag");
+    assert!(etag.starts_with("W/\""), "{etag}");
+    assert!(header("cache-control").contains("max-age="), "{}", header("cache-control"));
+    assert!(header("last-modified").ends_with("GMT"), "{}", header("last-modified"));
+    assert!(header("content-type").starts_with("application/json"));
+    let card: Value = first.json().await.unwrap();
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{}/a2a/jsonrpc", h.base_url));
+    assert_eq!(card["supportedInterfaces"][1]["protocolBinding"], "HTTP+JSON");
+    assert!(card.get("securitySchemes").is_none(), "no security scheme is declared (S2)");
+
+    let again = http.get(&url).header("if-none-match", &etag).send().await.unwrap();
+    assert_eq!(again.status(), 304);
+    assert!(again.bytes().await.unwrap().is_empty());
+    let stale = http.get(&url).header("if-none-match", "W/\"other\"").send().await.unwrap();
+    assert_eq!(stale.status(), 200);
+}
+
+#[tokio::test]
+async fn tenant_prefixed_rest_routes_serve_the_task_verbs() {
+    let h = HarnessProcess::start(HarnessOptions { lifecycle: "one-shot", ..Default::default() }).await;
+    let c = h.client();
+    let sent = c
+        .rest(Method::POST, "/acme/message:send", Some(json!({"message": user_text("tenant hello")}).to_string()))
+        .await;
+    assert_eq!(sent.status, 200, "{:?}", sent.body);
+    let id = sent.body["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(sent.body["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+
+    let got = c.rest(Method::GET, &format!("/acme/tasks/{id}?historyLength=1"), None).await;
+    assert_eq!((got.status, got.body["id"].as_str()), (200, Some(id.as_str())), "{:?}", got.body);
+    assert_eq!(got.body["history"].as_array().unwrap().len(), 1);
+
+    let listed = c.rest(Method::GET, "/acme/tasks?pageSize=5", None).await;
+    assert_eq!(listed.status, 200, "{:?}", listed.body);
+    assert_eq!(listed.body["tasks"][0]["id"], id.as_str());
+    assert_eq!(listed.body["nextPageToken"], "", "always present, empty on the last page");
+
+    let hook = json!({"url": "https://hooks.example.com/x", "token": "t"}).to_string();
+    let created = c.rest(Method::POST, &format!("/acme/tasks/{id}/pushNotificationConfigs"), Some(hook)).await;
+    assert_eq!(created.status, 200, "{:?}", created.body);
+    let config_id = created.body["id"].as_str().unwrap().to_string();
+    let one = c.rest(Method::GET, &format!("/acme/tasks/{id}/pushNotificationConfigs/{config_id}"), None).await;
+    assert_eq!(one.body["token"], "t");
+    let deleted = c.rest(Method::DELETE, &format!("/acme/tasks/{id}/pushNotificationConfigs/{config_id}"), None).await;
+    assert_eq!((deleted.status, &deleted.body), (200, &json!({})));
+
+    let cancel = c.rest(Method::POST, &format!("/acme/tasks/{id}:cancel"), Some("{}".into())).await;
+    assert_eq!((cancel.status, reason(&cancel.body)), (400, "TASK_NOT_CANCELABLE"));
+    let subscribe = c.rest(Method::POST, &format!("/acme/tasks/{id}:subscribe"), None).await;
+    assert_eq!((subscribe.status, reason(&subscribe.body)), (400, "UNSUPPORTED_OPERATION"));
+}
+
+#[tokio::test]
+async fn without_a_push_key_push_is_off_and_every_push_call_says_so_on_both_bindings() {
+    let h = HarnessProcess::start(HarnessOptions { push: false, ..Default::default() }).await;
+    let c = h.client();
+    let card: Value = reqwest::get(format!("{}/.well-known/agent-card.json", h.base_url)).await.unwrap().json().await.unwrap();
+    assert_eq!(card["capabilities"]["pushNotifications"], false);
+
+    for (method, params) in [
+        ("CreateTaskPushNotificationConfig", json!({"taskId": "t", "url": "https://h.example.com"})),
+        ("GetTaskPushNotificationConfig", json!({"taskId": "t", "id": "c"})),
+        ("ListTaskPushNotificationConfigs", json!({"taskId": "t"})),
+        ("DeleteTaskPushNotificationConfig", json!({"taskId": "t", "id": "c"})),
+    ] {
+        let answer = c.rpc(method, params).await;
+        assert_eq!(answer["error"]["code"], -32003, "{method}: {answer}");
+    }
+    let rest = c.rest(Method::GET, "/tasks/t/pushNotificationConfigs", None).await;
+    assert_eq!((rest.status, reason(&rest.body)), (400, "PUSH_NOTIFICATION_NOT_SUPPORTED"));
+
+    // A config at send time is refused too, before any task exists.
+    let config = json!({"taskPushNotificationConfig": {"url": "https://h.example.com"}});
+    let refused = c.send(user_text("hi"), config).await;
+    assert_eq!(refused["error"]["code"], -32003, "{refused}");
+    assert!(h.store().await.task_ids().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_extended_card_that_is_not_declared_is_unsupported_on_both_bindings() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let c = h.client();
+    let rpc = c.rpc("GetExtendedAgentCard", json!({})).await;
+    assert_eq!(rpc["error"]["code"], -32004, "{rpc}");
+    let rest = c.rest(Method::GET, "/extendedAgentCard", None).await;
+    assert_eq!((rest.status, reason(&rest.body)), (400, "UNSUPPORTED_OPERATION"));
+}
+
+#[tokio::test]
+async fn list_tasks_refuses_bad_values_naming_them() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let c = h.client();
+    for (params, named) in [
+        (json!({"pageSize": 0}), "pageSize"),
+        (json!({"pageSize": 150}), "pageSize"),
+        (json!({"historyLength": -1}), "historyLength"),
+        (json!({"pageToken": "not-a-token"}), "pageToken"),
+        (json!({"statusTimestampAfter": "yesterday"}), "statusTimestampAfter"),
+        (json!({"status": "TASK_STATE_BOGUS"}), "TASK_STATE_BOGUS"),
+    ] {
+        let answer = c.rpc("ListTasks", params.clone()).await;
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains(named), "{params}: {answer}");
+    }
+    for query in ["pageSize=abc", "pageSize=101", "includeArtifacts=maybe", "status=TASK_STATE_BOGUS"] {
+        let answer = c.rest(Method::GET, &format!("/tasks?{query}"), None).await;
+        assert_eq!((answer.status, reason(&answer.body)), (400, "INVALID_PARAMS"), "{query}: {:?}", answer.body);
+    }
+    let empty = c.rpc("ListTasks", json!({})).await;
+    assert_eq!(empty["result"], json!({"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0}));
+}
+
+#[tokio::test]
+async fn push_tokens_and_credentials_are_encrypted_at_rest_and_read_back_in_the_clear() {
+    let h = HarnessProcess::start(HarnessOptions { lifecycle: "one-shot", ..Default::default() }).await;
+    let c = h.client();
+    let task = c.send(user_text("hi"), json!({})).await;
+    let id = task["result"]["task"]["id"].as_str().unwrap().to_string();
+    let config = json!({"taskId": id, "url": "https://hooks.example.com/a2a", "token": "tok-plain-7f3a",
+                        "authentication": {"scheme": "Bearer", "credentials": "cred-plain-9c1d"}});
+    let created = c.rpc("CreateTaskPushNotificationConfig", config).await;
+    let config_id = created["result"]["id"].as_str().unwrap().to_string();
+    let got = c.rpc("GetTaskPushNotificationConfig", json!({"taskId": id, "id": config_id})).await;
+    assert_eq!(got["result"]["token"], "tok-plain-7f3a");
+    assert_eq!(got["result"]["authentication"]["credentials"], "cred-plain-9c1d");
+
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(h.data_dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with("harness.db") {
+            bytes.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("hooks.example.com"), "the store was read (the URL is stored in the clear)");
+    assert!(!text.contains("tok-plain-7f3a") && !text.contains("cred-plain-9c1d"), "a secret is stored in the clear");
+    assert!(!h.log().contains("tok-plain-7f3a"), "a token reached the log");
+
+    let missing = c.rpc("GetTaskPushNotificationConfig", json!({"taskId": id, "id": "nope"})).await;
+    assert_eq!(missing["error"]["code"], -32001, "{missing}");
+}
+
+#[tokio::test]
+async fn a_malformed_push_key_stops_the_start_with_a_config_error_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(contract_tests::harness_binary())
+        .args(["serve", "--port", "0", "--data-dir"])
+        .arg(dir.path())
+        .env("TINY_HARNESS_PUSH_KEY", "c2hvcnQ=")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("TINY_HARNESS_PUSH_KEY") && stderr.contains("5 bytes, not 32"), "{stderr}");
+    assert!(!dir.path().join("harness.db").exists(), "nothing was opened before the key was checked");
+}
