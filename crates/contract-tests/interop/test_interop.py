@@ -279,6 +279,17 @@ def test_a_stream_is_task_working_artifact_completed_in_order(binding):
     run(go())
 
 
+def test_stream_002_goes_from_the_task_to_completed_directly(binding):
+    async def go():
+        c = await client(binding, streaming=True)
+        events = await events_of(c.send_message(SendMessageRequest(message=message("tck-stream-002"))))
+        assert [kind(e) for e in events] == ["task", "status_update"]
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        await c.close()
+
+    run(go())
+
+
 def test_a_chunked_artifact_streams_as_a_first_chunk_then_a_last_appended_one(binding):
     async def go():
         c = await client(binding, streaming=True)

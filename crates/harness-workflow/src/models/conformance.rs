@@ -113,6 +113,12 @@ pub fn script(message_id: &str, text: &str) -> Vec<ModelEvent> {
     }
 }
 
+/// Whether a turn goes from SUBMITTED to its final state without WORKING: only
+/// `tck-stream-002` under the `conformance` model.
+pub fn skips_working(model: &str, message_id: &str) -> bool {
+    model == "conformance" && matching_prefix(message_id) == Some("tck-stream-002")
+}
+
 /// How long `test-resubscribe-message-id` stays WORKING (a client resubscribes meanwhile).
 pub const RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(4);
 

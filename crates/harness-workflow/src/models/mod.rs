@@ -5,7 +5,7 @@
 //! ends); `call_model` appends each to the event log as it arrives, so output reaches
 //! subscribers while it is produced (S12).
 
-mod conformance;
+pub mod conformance;
 mod echo;
 mod scripted;
 
