@@ -33,15 +33,13 @@ impl CardResponder {
 pub(crate) async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let card = &state.card;
     let cache = HeaderValue::from_str(&format!("public, max-age={CARD_MAX_AGE_SECS}")).expect("header");
-    let fresh = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|tag| {
-            let tag = tag.trim();
-            tag == "*" || tag.trim_start_matches("W/") == card.etag.to_str().unwrap_or("").trim_start_matches("W/")
-        });
+    let fresh =
+        headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
+            |tag| {
+                let tag = tag.trim();
+                tag == "*" || tag.trim_start_matches("W/") == card.etag.to_str().unwrap_or("").trim_start_matches("W/")
+            },
+        );
     let common = [
         (header::ETAG, card.etag.clone()),
         (header::LAST_MODIFIED, card.last_modified.clone()),

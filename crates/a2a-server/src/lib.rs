@@ -76,7 +76,11 @@ pub trait RequestHandler: Send + Sync + 'static {
     ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
         Err(push_not_supported())
     }
-    async fn delete_push_config(&self, _ctx: &CallContext, _req: TaskPushNotificationConfigRef) -> Result<(), A2AError> {
+    async fn delete_push_config(
+        &self,
+        _ctx: &CallContext,
+        _req: TaskPushNotificationConfigRef,
+    ) -> Result<(), A2AError> {
         Err(push_not_supported())
     }
     /// The extended card, for a server whose public card declares `extendedAgentCard`.
@@ -111,9 +115,9 @@ pub(crate) fn gate(card: &AgentCard, op: Op) -> Result<(), A2AError> {
             Err(A2AError::unsupported("streaming is not supported by this agent (capabilities.streaming)"))
         }
         Op::Push if caps.push_notifications != Some(true) => Err(push_not_supported()),
-        Op::ExtendedCard if caps.extended_agent_card != Some(true) => Err(A2AError::unsupported(
-            "this agent declares no extended agent card (capabilities.extendedAgentCard)",
-        )),
+        Op::ExtendedCard if caps.extended_agent_card != Some(true) => {
+            Err(A2AError::unsupported("this agent declares no extended agent card (capabilities.extendedAgentCard)"))
+        }
         _ => Ok(()),
     }
 }

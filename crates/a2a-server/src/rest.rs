@@ -86,9 +86,9 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Params {
             parts, state,
         )
         .await
-                .map_err(|e: axum::extract::rejection::PathRejection| {
-                    error(A2AError::invalid_params(format!("invalid params: the path does not parse ({e})")))
-                })?;
+        .map_err(|e: axum::extract::rejection::PathRejection| {
+            error(A2AError::invalid_params(format!("invalid params: the path does not parse ({e})")))
+        })?;
         Ok(Self(p.map(|Path(m)| m).unwrap_or_default()))
     }
 }
@@ -110,7 +110,8 @@ fn query_object(query: Option<&str>, int_fields: &[&str], bool_fields: &[&str]) 
         }
         let value = if int_fields.contains(&k.as_str()) {
             let n: i64 = v.parse().map_err(|_| {
-                A2AError::invalid_params(format!("invalid params: {k} `{v}` is not an integer")).with("field", k.as_str())
+                A2AError::invalid_params(format!("invalid params: {k} `{v}` is not an integer"))
+                    .with("field", k.as_str())
             })?;
             Value::from(n)
         } else if bool_fields.contains(&k.as_str()) {
@@ -154,7 +155,12 @@ async fn stream(State(s): State<AppState>, RawQuery(q): RawQuery, headers: Heade
     .await
 }
 
-async fn list_tasks(State(s): State<AppState>, Params(p): Params, RawQuery(q): RawQuery, headers: HeaderMap) -> Response {
+async fn list_tasks(
+    State(s): State<AppState>,
+    Params(p): Params,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
     answer(async {
         let ctx = admit(&s, &headers, q.as_deref(), Op::Other)?;
         let mut req: ListTasksRequest = parse_params(query_object(
@@ -177,7 +183,8 @@ async fn task_get(State(s): State<AppState>, Params(p): Params, RawQuery(q): Raw
             return subscribe(&s, &ctx, id, &p).await;
         }
         let ctx = admit(&s, &headers, q.as_deref(), Op::Other)?;
-        let mut req: GetTaskRequest = parse_params(query_object(q.as_deref(), &["historyLength", "history_length"], &[])?)?;
+        let mut req: GetTaskRequest =
+            parse_params(query_object(q.as_deref(), &["historyLength", "history_length"], &[])?)?;
         req.id = task;
         req.tenant = param(&p, "tenant");
         Ok(ok(s.handler.get_task(&ctx, req).await?))
@@ -240,7 +247,12 @@ async fn push_create(
     .await
 }
 
-async fn push_list(State(s): State<AppState>, Params(p): Params, RawQuery(q): RawQuery, headers: HeaderMap) -> Response {
+async fn push_list(
+    State(s): State<AppState>,
+    Params(p): Params,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
     answer(async {
         let ctx = admit(&s, &headers, q.as_deref(), Op::Push)?;
         let mut req: ListTaskPushNotificationConfigsRequest =
@@ -264,7 +276,12 @@ async fn push_get(State(s): State<AppState>, Params(p): Params, RawQuery(q): Raw
     .await
 }
 
-async fn push_delete(State(s): State<AppState>, Params(p): Params, RawQuery(q): RawQuery, headers: HeaderMap) -> Response {
+async fn push_delete(
+    State(s): State<AppState>,
+    Params(p): Params,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
     answer(async {
         let ctx = admit(&s, &headers, q.as_deref(), Op::Push)?;
         s.handler.delete_push_config(&ctx, push_ref(&p)).await?;

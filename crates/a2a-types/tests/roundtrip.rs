@@ -119,7 +119,84 @@ fn stream_response() -> impl Strategy<Value = StreamResponse> {
     ]
 }
 
+fn push_config() -> impl Strategy<Value = TaskPushNotificationConfig> {
+    (
+        "[a-z0-9-]{0,8}",
+        "[a-z0-9-]{0,8}",
+        "https://[a-z]{1,8}\\.example/[a-z]{0,6}",
+        "[ -~]{0,12}",
+        any::<bool>(),
+        "[A-Za-z]{1,8}",
+        "[ -~]{0,12}",
+    )
+        .prop_map(|(id, task_id, url, token, auth, scheme, credentials)| TaskPushNotificationConfig {
+            id,
+            task_id,
+            url,
+            token,
+            authentication: auth.then_some(AuthenticationInfo { scheme, credentials }),
+            ..Default::default()
+        })
+}
+
+fn send_request() -> impl Strategy<Value = SendMessageRequest> {
+    (
+        message(),
+        prop::option::of((prop::option::of(push_config()), prop::option::of(0i32..50), any::<bool>())),
+        metadata(),
+    )
+        .prop_map(|(m, config, metadata)| SendMessageRequest {
+            message: Some(m),
+            configuration: config.map(|(push, history_length, return_immediately)| SendMessageConfiguration {
+                task_push_notification_config: push,
+                history_length,
+                return_immediately,
+                ..Default::default()
+            }),
+            metadata,
+            ..Default::default()
+        })
+}
+
+fn list_request() -> impl Strategy<Value = ListTasksRequest> {
+    (
+        "[a-z0-9-]{0,8}",
+        prop::option::of(state()),
+        prop::option::of(1i32..100),
+        "[A-Za-z0-9_-]{0,12}",
+        prop::option::of(any::<bool>()),
+    )
+        .prop_map(|(context_id, status, page_size, page_token, include_artifacts)| ListTasksRequest {
+            context_id,
+            status,
+            page_size,
+            page_token,
+            include_artifacts,
+            ..Default::default()
+        })
+}
+
 proptest! {
+    #[test]
+    fn requests_and_responses_round_trip(
+        send in send_request(),
+        list in list_request(),
+        config in push_config(),
+        tasks in prop::collection::vec(task(), 0..3),
+    ) {
+        let back: SendMessageRequest = serde_json::from_str(&serde_json::to_string(&send).unwrap()).unwrap();
+        prop_assert_eq!(back, send);
+        let back: ListTasksRequest = serde_json::from_str(&serde_json::to_string(&list).unwrap()).unwrap();
+        prop_assert_eq!(back, list);
+        let back: TaskPushNotificationConfig = serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
+        prop_assert_eq!(back, config);
+        let response = ListTasksResponse { tasks, next_page_token: String::new(), page_size: 50, total_size: 0 };
+        let text = serde_json::to_string(&response).unwrap();
+        prop_assert!(text.contains("\"nextPageToken\":\"\""), "nextPageToken is always present: {}", text);
+        let back: ListTasksResponse = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(back, response);
+    }
+
     #[test]
     fn serialize_then_parse_is_the_identity(event in stream_response()) {
         let text = serde_json::to_string(&event).unwrap();
@@ -147,6 +224,12 @@ proptest! {
         }
         let _ = serde_json::from_slice::<SendMessageRequest>(&bytes);
         let _ = serde_json::from_slice::<StreamResponse>(&bytes);
+        if let Ok(r) = serde_json::from_slice::<ListTasksRequest>(&bytes) {
+            let _ = validate::list_tasks(&r);
+        }
+        if let Ok(c) = serde_json::from_slice::<TaskPushNotificationConfig>(&bytes) {
+            let _ = validate::push_config(&c);
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ fn start_dev(data_dir: &std::path::Path, port: u16) -> Child {
     Command::new(harness_binary())
         .args(["dev", "--port", &port.to_string(), "--data-dir"])
         .arg(data_dir)
+        .env_remove("TINY_HARNESS_PUSH_KEY")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -69,6 +70,16 @@ async fn dev_runs_on_embedded_defaults_stops_on_sigterm_and_resumes_tasks_on_res
     let task = r["result"]["task"]["id"].as_str().expect("a task").to_string();
     assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
 
+    // S14: with no key given, dev creates one in the data dir, private to the user.
+    let key = dir.path().join("push.key");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&key).expect("push.key").permissions().mode() & 0o777, 0o600);
+    }
+    let hook = json!({"taskId": task, "url": "https://hooks.example.com/a2a", "token": "kept-across-restarts"});
+    let created = c.rpc("CreateTaskPushNotificationConfig", hook).await;
+    let config_id = created["result"]["id"].as_str().expect("a push config id").to_string();
+
     let status = sigterm_and_wait(&mut dev);
     assert!(status.success(), "a clean stop exits 0, got {status}");
     let mut out = String::new();
@@ -83,6 +94,9 @@ async fn dev_runs_on_embedded_defaults_stops_on_sigterm_and_resumes_tasks_on_res
     let r = c.send(next, json!({})).await;
     assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
     assert_eq!(r["result"]["task"]["history"].as_array().unwrap().len(), 4, "the conversation went on: {r}");
+    // The same key is used again, so the sealed token still opens.
+    let got = c.rpc("GetTaskPushNotificationConfig", json!({"taskId": task, "id": config_id})).await;
+    assert_eq!(got["result"]["token"], "kept-across-restarts", "{got}");
     assert!(sigterm_and_wait(&mut dev).success());
 }
 

@@ -40,6 +40,28 @@ async fn a_non_json_body_is_content_type_not_supported_and_a_json_body_is_taken_
 }
 
 #[tokio::test]
+async fn a2a_version_is_read_from_the_header_or_the_query_and_only_1_x_is_served() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let http = reqwest::Client::new();
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}}).to_string();
+    let rpc = |query: &'static str, header: Option<&'static str>| {
+        let mut r = http.post(format!("{}/a2a/jsonrpc{query}", h.base_url)).body(call.clone());
+        if let Some(v) = header {
+            r = r.header("A2A-Version", v);
+        }
+        async move { r.send().await.unwrap().json::<Value>().await.unwrap()["error"]["code"].clone() }
+    };
+    assert_eq!(rpc("?A2A-Version=1.0", None).await, -32001, "the query parameter counts");
+    assert_eq!(rpc("", Some("1.1")).await, -32001, "a 1.x minor is served");
+    assert_eq!(rpc("", Some("0.3")).await, -32009);
+    assert_eq!(rpc("", Some("")).await, -32009, "empty means 0.3");
+    let rest =
+        http.get(format!("{}/a2a/rest/tasks/nope", h.base_url)).header("A2A-Version", "2.0").send().await.unwrap();
+    assert_eq!(rest.status(), 400);
+    assert_eq!(reason(&rest.json::<Value>().await.unwrap()), "VERSION_NOT_SUPPORTED");
+}
+
+#[tokio::test]
 async fn the_card_is_served_with_cache_headers_and_revalidates_with_304() {
     let h = HarnessProcess::start(HarnessOptions::default()).await;
     let http = reqwest::Client::new();
@@ -103,7 +125,8 @@ async fn tenant_prefixed_rest_routes_serve_the_task_verbs() {
 async fn without_a_push_key_push_is_off_and_every_push_call_says_so_on_both_bindings() {
     let h = HarnessProcess::start(HarnessOptions { push: false, ..Default::default() }).await;
     let c = h.client();
-    let card: Value = reqwest::get(format!("{}/.well-known/agent-card.json", h.base_url)).await.unwrap().json().await.unwrap();
+    let card: Value =
+        reqwest::get(format!("{}/.well-known/agent-card.json", h.base_url)).await.unwrap().json().await.unwrap();
     assert_eq!(card["capabilities"]["pushNotifications"], false);
 
     for (method, params) in [

@@ -126,8 +126,7 @@ impl Pusher {
     }
 
     async fn post(&self, job: &Job) -> Result<(), String> {
-        let mut request =
-            self.http.post(&job.url).header("content-type", "application/json").body(job.body.clone());
+        let mut request = self.http.post(&job.url).header("content-type", "application/json").body(job.body.clone());
         if !job.secret.token.is_empty() {
             request = request.header("X-A2A-Notification-Token", &job.secret.token);
         }
@@ -135,10 +134,6 @@ impl Pusher {
             request = request.header("authorization", format!("{} {}", auth.scheme, auth.credentials));
         }
         let response = request.send().await.map_err(|e| e.without_url().to_string())?;
-        if response.status().is_success() {
-            Ok(())
-        } else {
-            Err(format!("HTTP {}", response.status()))
-        }
+        if response.status().is_success() { Ok(()) } else { Err(format!("HTTP {}", response.status())) }
     }
 }

@@ -14,7 +14,9 @@ pub const KEY_ENV: &str = "TINY_HARNESS_PUSH_KEY";
 /// Why a key could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("{source_name} is not a valid push key: {why} (expected 32 bytes in base64, e.g. `openssl rand -base64 32`)")]
+    #[error(
+        "{source_name} is not a valid push key: {why} (expected 32 bytes in base64, e.g. `openssl rand -base64 32`)"
+    )]
     Malformed { source_name: String, why: String },
     #[error("push key file {path}: {error}")]
     Io { path: String, error: std::io::Error },

@@ -12,9 +12,9 @@ mod notifier;
 mod push;
 
 pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskPage, TaskQuery, TaskRow};
-pub use push::PushRow;
 pub use inbox::{InboxOutcome, InboxRow};
 pub use notifier::Notifier;
+pub use push::PushRow;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Executor};

@@ -44,11 +44,13 @@ impl Store {
 
     /// One config, if it exists.
     pub async fn push_config(&self, task_id: &str, config_id: &str) -> Result<Option<PushRow>, StoreError> {
-        let r = sqlx::query("SELECT task_id, config_id, url, sealed FROM push_configs WHERE task_id = $1 AND config_id = $2")
-            .bind(task_id)
-            .bind(config_id)
-            .fetch_optional(self.pool())
-            .await?;
+        let r = sqlx::query(
+            "SELECT task_id, config_id, url, sealed FROM push_configs WHERE task_id = $1 AND config_id = $2",
+        )
+        .bind(task_id)
+        .bind(config_id)
+        .fetch_optional(self.pool())
+        .await?;
         r.as_ref().map(row).transpose()
     }
 

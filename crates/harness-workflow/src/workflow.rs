@@ -130,7 +130,8 @@ impl TaskWorkflow {
             match result {
                 Ok(reply) => {
                     let task_id = ctx.state(|s| s.task.id.clone());
-                    let status_text = reply.finish.as_ref().and_then(|f| f.message.clone()).unwrap_or(reply.text.clone());
+                    let status_text =
+                        reply.finish.as_ref().and_then(|f| f.message.clone()).unwrap_or(reply.text.clone());
                     let mut reply_message = (!status_text.is_empty())
                         .then(|| Message::agent_text(format!("{task_id}:reply:{turn}"), status_text));
                     ctx.state_mut(|s| {

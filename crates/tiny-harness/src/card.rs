@@ -57,10 +57,8 @@ fn params(v: serde_json::Value) -> Option<Struct> {
 fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {
     let mut commands: Vec<&CommandInfo> = commands.iter().collect();
     commands.sort_by(|a, b| a.name.cmp(&b.name));
-    let commands: Vec<_> = commands
-        .iter()
-        .map(|c| json!({"name": c.name, "description": c.description, "usage": c.usage}))
-        .collect();
+    let commands: Vec<_> =
+        commands.iter().map(|c| json!({"name": c.name, "description": c.description, "usage": c.usage})).collect();
     let ext = |path: &str, description: &str, params: Option<Struct>| AgentExtension {
         uri: format!("{EXT_BASE}/{path}"),
         description: description.into(),

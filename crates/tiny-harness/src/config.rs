@@ -237,7 +237,8 @@ impl Config {
             let base = path.parent().unwrap_or(Path::new("."));
             config.push.key_file = Some(base.join(file));
         }
-        for (i, skill) in config.card.skills.iter().chain(config.card.extended.iter().flat_map(|e| &e.skills)).enumerate()
+        for (i, skill) in
+            config.card.skills.iter().chain(config.card.extended.iter().flat_map(|e| &e.skills)).enumerate()
         {
             if skill.id.is_empty() || skill.name.is_empty() {
                 return Err(ConfigError(format!(

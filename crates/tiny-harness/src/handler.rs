@@ -13,16 +13,16 @@ use a2a_types::{
 };
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use harness_push::{PushSecret, Pusher};
-use harness_store::{PushRow, TaskQuery};
-use std::sync::Arc;
 use futures::StreamExt;
+use harness_push::{PushSecret, Pusher};
 use harness_store::{InboxOutcome, Store, TaskHead, TaskRow};
+use harness_store::{PushRow, TaskQuery};
 use harness_workflow::redaction::Redactor;
 use harness_workflow::{
     CancelRequest, InboxItem, Lifecycle, Receipt, Refusal, TaskInput, TaskWorkflow, terminal_refusal,
 };
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use temporalio_client::errors::{WorkflowQueryError, WorkflowUpdateError, WorkflowUpdateWithStartError};
 use temporalio_client::{

@@ -106,8 +106,14 @@ async fn append_chunk(
     append_event(store, turn, format!("turn-{}-chunk-{index}", turn.turn), event).await
 }
 
-async fn append_event(store: &Store, turn: &ModelTurn, key: String, event: StreamResponse) -> Result<(), ActivityError> {
-    let new = NewEvent { task_id: turn.task_id.clone(), key, event, snapshot: None, task_queue: turn.task_queue.clone() };
+async fn append_event(
+    store: &Store,
+    turn: &ModelTurn,
+    key: String,
+    event: StreamResponse,
+) -> Result<(), ActivityError> {
+    let new =
+        NewEvent { task_id: turn.task_id.clone(), key, event, snapshot: None, task_queue: turn.task_queue.clone() };
     match store.append(&new).await {
         Ok(_) => Ok(()),
         // The task ended under us (cancel, control): stop streaming.

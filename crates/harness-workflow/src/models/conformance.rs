@@ -158,9 +158,6 @@ mod tests {
 
     #[test]
     fn unknown_ids_complete_echoing_the_text() {
-        assert_eq!(
-            script("m-1", "hi"),
-            vec![ModelEvent::Text("hi".into()), finish(TaskState::Completed, None)]
-        );
+        assert_eq!(script("m-1", "hi"), vec![ModelEvent::Text("hi".into()), finish(TaskState::Completed, None)]);
     }
 }

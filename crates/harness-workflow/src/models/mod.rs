@@ -14,8 +14,8 @@ pub use echo::EchoModel;
 pub use scripted::{ScriptedModel, ScriptedReply};
 
 use a2a_types::{Artifact, Message, TaskState};
-use serde::{Deserialize, Serialize};
 use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -119,11 +119,15 @@ mod tests {
             "[[reply]]\nwhen = \"weather\"\nchunks = [\"sunny\"]\n[[reply]]\nchunks = [\"a\", \"b\"]\n[[reply]]\nchunks = [\"c\"]\n[[reply]]\nwhen = \"boom\"\nfail = \"scripted failure\"\n",
         )
         .unwrap();
-        let collect = |r| async { model.stream(r).await.map(|s| s.map(|d| match d.unwrap() {
-                ModelEvent::Text(t) => t,
-                other => panic!("scripted replies are text, got {other:?}"),
+        let collect = |r| async {
+            model.stream(r).await.map(|s| {
+                s.map(|d| match d.unwrap() {
+                    ModelEvent::Text(t) => t,
+                    other => panic!("scripted replies are text, got {other:?}"),
+                })
+                .collect::<Vec<_>>()
             })
-            .collect::<Vec<_>>()) };
+        };
         assert_eq!(collect(req("the weather?", 1)).await.unwrap().await, vec!["sunny"]);
         assert_eq!(collect(req("hi", 1)).await.unwrap().await, vec!["a", "b"]);
         assert_eq!(collect(req("hi", 2)).await.unwrap().await, vec!["c"]);
