@@ -36,6 +36,8 @@ pub type EventStream = BoxStream<'static, Result<StreamResponse, A2AError>>;
 pub struct CallContext {
     /// Extension URIs from `A2A-Extensions`.
     pub requested_extensions: Vec<String>,
+    /// The request headers, for the handler's own policies (participants, S13).
+    pub headers: HeaderMap,
 }
 
 /// The server side of every A2A operation.
@@ -208,7 +210,7 @@ fn call_context(headers: &HeaderMap) -> CallContext {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
-    CallContext { requested_extensions }
+    CallContext { requested_extensions, headers: headers.clone() }
 }
 
 /// Parses a request body as JSON. A body that is not JSON is a parse error, or, when the
@@ -233,3 +235,22 @@ pub(crate) fn body_json(headers: &HeaderMap, body: &[u8]) -> Result<serde_json::
 pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, A2AError> {
     serde_json::from_value(value).map_err(|e| A2AError::invalid_params(format!("invalid params: {e}")))
 }
+
+/// Every route this server mounts (method, path relative to the router, operation), for
+/// API documents. REST routes are also served under a leading `/{tenant}` segment.
+pub const ROUTES: &[(&str, &str, &str)] = &[
+    ("GET", CARD_PATH, "AgentCard"),
+    ("POST", JSONRPC_PATH, "JSON-RPC (all 11 operations)"),
+    ("POST", "/a2a/rest/message:send", "SendMessage"),
+    ("POST", "/a2a/rest/message:stream", "SendStreamingMessage"),
+    ("GET", "/a2a/rest/tasks/{id}", "GetTask"),
+    ("GET", "/a2a/rest/tasks", "ListTasks"),
+    ("POST", "/a2a/rest/tasks/{id}:cancel", "CancelTask"),
+    ("GET", "/a2a/rest/tasks/{id}:subscribe", "SubscribeToTask"),
+    ("POST", "/a2a/rest/tasks/{id}:subscribe", "SubscribeToTask (POST)"),
+    ("POST", "/a2a/rest/tasks/{taskId}/pushNotificationConfigs", "CreateTaskPushNotificationConfig"),
+    ("GET", "/a2a/rest/tasks/{taskId}/pushNotificationConfigs/{id}", "GetTaskPushNotificationConfig"),
+    ("GET", "/a2a/rest/tasks/{taskId}/pushNotificationConfigs", "ListTaskPushNotificationConfigs"),
+    ("DELETE", "/a2a/rest/tasks/{taskId}/pushNotificationConfigs/{id}", "DeleteTaskPushNotificationConfig"),
+    ("GET", "/a2a/rest/extendedAgentCard", "GetExtendedAgentCard"),
+];

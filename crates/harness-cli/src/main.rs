@@ -82,28 +82,26 @@ async fn shutdown_signal() {
 }
 
 async fn run(args: RunArgs, force_embedded: bool) -> Result<(), HarnessError> {
-    let config = load(&args, force_embedded)?;
+    let mut config = load(&args, force_embedded)?;
     let addr = format!("{}:{}", config.server.host, config.server.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| ConfigError(format!("cannot listen on {addr} (`server.port`): {e}")))?;
     let local = listener.local_addr().map_err(|e| ConfigError(e.to_string()))?;
-    let base_url = format!("http://{local}");
-    let harness = Harness::start(&config, &base_url).await?;
-    let app = harness.router();
-    println!("tiny-harness is serving on {base_url}");
-    println!("  agent card: {base_url}/.well-known/agent-card.json");
-    println!("  JSON-RPC:   {base_url}/a2a/jsonrpc    HTTP+JSON: {base_url}/a2a/rest");
-    println!("  data dir:   {}   model: {}   Ctrl-C stops", config.data_dir.display(), config.agent.model);
-    // Without TCP_NODELAY a response's head and body can wait on the client's delayed ACK
-    // (about 40 ms per request).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await;
-    eprintln!("tiny-harness: stopping");
-    harness.stop().await;
-    served.map_err(|e| HarnessError::Worker(format!("the server failed: {e}")))
+    config.server.port = local.port();
+    let harness = Harness::new(config)?;
+    let url = harness.public_url().to_string();
+    let data_dir = harness.config().data_dir.display().to_string();
+    let model = harness.config().agent.model.clone();
+    harness.start().await?;
+    println!("tiny-harness is serving on {url}");
+    println!("  agent card: {url}/.well-known/agent-card.json");
+    println!("  JSON-RPC:   {url}/a2a/jsonrpc    HTTP+JSON: {url}/a2a/rest");
+    println!("  data dir:   {data_dir}   model: {model}   Ctrl-C stops");
+    // `serve` finds the harness started, serves until Ctrl-C/SIGTERM, then stops it.
+    let result = harness.serve(listener, shutdown_signal()).await;
+    eprintln!("tiny-harness: stopped");
+    result
 }
 
 fn main() -> ExitCode {

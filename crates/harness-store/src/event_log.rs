@@ -205,6 +205,8 @@ pub struct TaskQuery {
     pub since: Option<String>,
     /// Resume after this `(status_ts, task_id)`: the previous page's last row.
     pub after: Option<(String, String)>,
+    /// Only tasks this participant is on, when given (S13).
+    pub participant: Option<String>,
     pub limit: i64,
 }
 
@@ -241,6 +243,13 @@ impl Store {
         }
         if let Some(since) = &q.since {
             push("status_ts >= ?", &[since], &mut filter);
+        }
+        if let Some(p) = &q.participant {
+            push(
+                "EXISTS (SELECT 1 FROM task_participants p WHERE p.task_id = tasks.task_id AND p.participant_id = ?)",
+                &[p],
+                &mut filter,
+            );
         }
         let count_sql = format!("SELECT COUNT(*) AS n FROM tasks WHERE {filter}");
         let mut page_filter = filter.clone();
@@ -283,6 +292,28 @@ impl Store {
             tasks.push(task);
         }
         Ok(TaskPage { tasks, total, next })
+    }
+
+    /// The task queue that owns a task, when its log has begun (S19).
+    pub async fn task_queue_of(&self, task_id: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT task_queue FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| r.try_get("task_queue")).transpose().map_err(Into::into)
+    }
+
+    /// Tasks of a queue whose log has not ended, newest first (at most 1000).
+    pub async fn open_task_ids(&self, task_queue: &str) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT task_id FROM tasks WHERE task_queue = $1 AND state NOT IN \
+             ('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED') \
+             ORDER BY status_ts DESC LIMIT 1000",
+        )
+        .bind(task_queue)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
     }
 
     /// Ids of every task whose log has begun.

@@ -9,6 +9,7 @@
 mod event_log;
 mod inbox;
 mod notifier;
+mod participants;
 mod push;
 
 pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskPage, TaskQuery, TaskRow};

@@ -157,3 +157,18 @@ mod tests {
         assert_eq!(Refusal::decode(&wrapped), Some(r));
     }
 }
+
+/// A running task as `/_monitor` shows it (S20).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MonitorRow {
+    pub task_id: String,
+    pub state: TaskState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub substate: Option<String>,
+    /// Messages accepted but not yet taken by the run loop.
+    pub mailbox_depth: u32,
+    /// Turns started so far.
+    pub turn: u32,
+    /// Sub-task ids (none until delegation exists).
+    pub children: Vec<String>,
+}

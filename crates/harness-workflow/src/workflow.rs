@@ -10,8 +10,8 @@
 
 use crate::activities::Activities;
 use crate::{
-    AWAITING_NEXT_MESSAGE, CancelRequest, EmitInput, InboxItem, Lifecycle, ModelTurn, Receipt, Refusal, TaskInput,
-    status_ext_key, terminal_refusal,
+    AWAITING_NEXT_MESSAGE, CancelRequest, EmitInput, InboxItem, Lifecycle, ModelTurn, MonitorRow, Receipt, Refusal,
+    TaskInput, status_ext_key, terminal_refusal,
 };
 use a2a_types::{Artifact, Message, Part, StreamResponse, Struct, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
 use std::collections::VecDeque;
@@ -250,6 +250,27 @@ impl TaskWorkflow {
     }
 
     /// The task as this workflow sees it (S13).
+    /// What `/_monitor` shows of a running task (S20).
+    #[query(name = "monitor")]
+    pub fn monitor(&self, _ctx: &WorkflowContextView) -> MonitorRow {
+        let substate = self
+            .task
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get(&status_ext_key()))
+            .and_then(|v| v.get("substate"))
+            .and_then(|v| v.as_str())
+            .map(String::from);
+        MonitorRow {
+            task_id: self.task.id.clone(),
+            state: self.task.status.state,
+            substate,
+            mailbox_depth: self.mailbox.len() as u32,
+            turn: self.turn,
+            children: Vec::new(),
+        }
+    }
+
     #[query(name = "task")]
     pub fn task(&self, _ctx: &WorkflowContextView) -> Task {
         self.task.clone()

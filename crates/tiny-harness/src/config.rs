@@ -66,11 +66,36 @@ pub struct ConfigError(pub String);
 pub struct ServerSection {
     pub host: String,
     pub port: u16,
+    /// The path the harness is mounted at (`""` = the root), e.g. `/agents/helper`.
+    pub prefix: String,
+    /// Where clients reach the server, e.g. `https://agents.example.com`; default
+    /// `http://<host>:<port>`. Its path, when it has one, must equal `prefix`.
+    pub base_url: Option<String>,
+    /// S16: a larger request body is 413.
+    pub max_request_bytes: usize,
+    /// S16: more requests per minute from one peer are 429 (0 = no limit).
+    pub rate_limit_per_minute: u32,
+    /// S20: origins allowed by CORS (for a dev renderer); empty = no CORS.
+    pub cors_origins: Vec<String>,
+    /// S20: a built web renderer served under `/ui`.
+    pub ui_dir: Option<PathBuf>,
+    /// S20: how often `/_monitor`'s snapshot is refreshed.
+    pub monitor_interval_secs: u64,
 }
 
 impl Default for ServerSection {
     fn default() -> Self {
-        Self { host: "127.0.0.1".into(), port: 8080 }
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            prefix: String::new(),
+            base_url: None,
+            max_request_bytes: 1024 * 1024,
+            rate_limit_per_minute: 600,
+            cors_origins: Vec::new(),
+            ui_dir: None,
+            monitor_interval_secs: 5,
+        }
     }
 }
 
@@ -119,6 +144,8 @@ pub struct StoreSection {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentSection {
+    /// The agent's id: names its operations in OpenAPI (`A2A: <id>`).
+    pub id: String,
     pub lifecycle: Lifecycle,
     pub model: String,
     /// Seconds a task's run stays open after its terminal event (late messages then meet
@@ -128,7 +155,12 @@ pub struct AgentSection {
 
 impl Default for AgentSection {
     fn default() -> Self {
-        Self { lifecycle: Lifecycle::Conversation, model: "echo".into(), terminal_linger_secs: 2 }
+        Self {
+            id: "tiny-harness".into(),
+            lifecycle: Lifecycle::Conversation,
+            model: "echo".into(),
+            terminal_linger_secs: 2,
+        }
     }
 }
 
@@ -256,6 +288,13 @@ impl Config {
         self.store.url.clone().unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("harness.db").display()))
     }
 
+    /// Whether a push key is configured (checked when the harness starts).
+    pub fn push_configured(&self) -> bool {
+        std::env::var(harness_push::KEY_ENV).is_ok_and(|v| !v.trim().is_empty())
+            || self.push.key_file.is_some()
+            || self.push.generate_key
+    }
+
     /// The push key (S14): `TINY_HARNESS_PUSH_KEY`, else `push.key_file`, else (when
     /// `push.generate_key`) `push.key` in the data dir, created on first use. `None`: push
     /// notifications are off. A malformed key is an error naming where it came from.
@@ -274,6 +313,41 @@ impl Config {
             return harness_push::PushKey::load_or_create(&self.data_dir.join("push.key")).map(Some).map_err(err);
         }
         Ok(None)
+    }
+
+    /// The mount prefix, normalised: `""` or `/a/b` (leading slash, no trailing one).
+    pub fn prefix(&self) -> String {
+        let p = self.server.prefix.trim().trim_end_matches('/');
+        if p.is_empty() {
+            String::new()
+        } else if p.starts_with('/') {
+            p.to_string()
+        } else {
+            format!("/{p}")
+        }
+    }
+
+    /// S18: the URL clients use, `base_url` + prefix. A `base_url` with a path must have
+    /// the prefix as that path; otherwise it is a configuration error naming both.
+    pub fn public_url(&self) -> Result<String, ConfigError> {
+        let prefix = self.prefix();
+        let base = match &self.server.base_url {
+            Some(b) => b.trim_end_matches('/').to_string(),
+            None => format!("http://{}:{}", self.server.host, self.server.port),
+        };
+        let url: url::Url =
+            base.parse().map_err(|e| ConfigError(format!("`server.base_url` = `{base}` is not a URL: {e}")))?;
+        let path = url.path().trim_end_matches('/');
+        if path.is_empty() {
+            return Ok(format!("{base}{prefix}"));
+        }
+        if path == prefix {
+            return Ok(base);
+        }
+        Err(ConfigError(format!(
+            "`server.base_url` = `{base}` has the path `{path}` but `server.prefix` is `{prefix}`: they must agree \
+             (give base_url without a path, or with the prefix as its path)"
+        )))
     }
 
     /// Every configured secret value (literal values and the values of named variables).
@@ -323,6 +397,21 @@ mod tests {
         std::fs::write(&path, "[agent]\nmodle = \"echo\"\n").unwrap();
         let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
         assert!(err.contains("h.toml") && err.contains("agent.modle") && err.contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn the_public_url_is_base_url_plus_prefix_and_a_disagreeing_path_names_both() {
+        let mut c = Config::with_data_dir("/tmp/x");
+        assert_eq!(c.public_url().unwrap(), "http://127.0.0.1:8080");
+        c.server.prefix = "agents/helper/".into();
+        assert_eq!(c.prefix(), "/agents/helper");
+        c.server.base_url = Some("https://a.example.com".into());
+        assert_eq!(c.public_url().unwrap(), "https://a.example.com/agents/helper");
+        c.server.base_url = Some("https://a.example.com/agents/helper/".into());
+        assert_eq!(c.public_url().unwrap(), "https://a.example.com/agents/helper");
+        c.server.base_url = Some("https://a.example.com/other".into());
+        let err = c.public_url().unwrap_err().to_string();
+        assert!(err.contains("/other") && err.contains("/agents/helper") && err.contains("server.prefix"), "{err}");
     }
 
     #[test]

@@ -48,6 +48,33 @@ impl StopAt {
     }
 }
 
+/// Resolves who is calling from a request (S17). When a host gives one, it is the only
+/// source of the participant: `X-Participant-Id` and `metadata.participant_id` are ignored.
+#[async_trait::async_trait]
+pub trait ParticipantResolver: Send + Sync + 'static {
+    /// The caller's participant id; `Ok(None)` when this request has none. An error fails
+    /// the request.
+    async fn resolve(&self, headers: &axum::http::HeaderMap) -> Result<Option<String>, String>;
+}
+
+/// Who is calling (S13, D4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// No participant known: sees tasks unfiltered, its messages are ordinary messages.
+    Anonymous,
+    Participant(String),
+}
+
+/// What a caller wants to do with a task, for the access policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    Read,
+    Cancel,
+}
+
+/// The participant role of this agent on its own tasks.
+const ASSIGNEE: &str = "assignee";
+
 /// The harness's [`RequestHandler`].
 pub struct HarnessHandler {
     pub(crate) client: Client,
@@ -63,6 +90,11 @@ pub struct HarnessHandler {
     pub(crate) extended_card: Option<AgentCard>,
     /// Push delivery and the key that seals configs; `None`: push notifications are off.
     pub(crate) pusher: Option<Arc<Pusher>>,
+    pub(crate) agent_id: String,
+    pub(crate) resolver: Option<Arc<dyn ParticipantResolver>>,
+    /// S19: whether a task id runs on this agent's queue, from describing its workflow
+    /// (cached per id) when the store does not know the task.
+    pub(crate) owners: std::sync::Mutex<std::collections::HashMap<String, bool>>,
 }
 
 /// A message the workflow accepted.
@@ -112,8 +144,25 @@ impl HarnessHandler {
     /// Validates, redacts, audits and delivers a message to its task's inbox (S4, S5, S7).
     /// `want_snapshot`: also read the stored snapshot of a continued task before delivering
     /// (a stream or `returnImmediately` answers with it); a blocking send does not need it.
-    async fn accept(&self, req: SendMessageRequest, want_snapshot: bool) -> Result<Accepted, A2AError> {
+    async fn accept(
+        &self,
+        ctx: &CallContext,
+        req: SendMessageRequest,
+        want_snapshot: bool,
+    ) -> Result<Accepted, A2AError> {
         let request_id = uuid::Uuid::new_v4().to_string();
+        let caller =
+            self.caller(ctx, &[req.message.as_ref().and_then(|m| m.metadata.as_ref()), req.metadata.as_ref()]).await?;
+        if self.resolver.is_some() && caller == Caller::Anonymous {
+            let err = A2AError::invalid_params(
+                "invalid params: no participant: the participant resolver resolved none for this request \
+                 (with a resolver, metadata cannot name the sender)",
+            );
+            return Err(match &req.message {
+                Some(m) => self.refuse(&request_id, &m.task_id, m, err).await,
+                None => err,
+            });
+        }
         let mut message = match validate::send_message(&req) {
             Ok(m) => m.clone(),
             Err(e) => {
@@ -126,7 +175,8 @@ impl HarnessHandler {
         self.redactor.message(&mut message);
 
         let mut before = None;
-        let (task_id, context_id) = if message.task_id.is_empty() {
+        let new_task = message.task_id.is_empty();
+        let (task_id, context_id) = if new_task {
             let context_id = if message.context_id.is_empty() {
                 uuid::Uuid::new_v4().to_string()
             } else {
@@ -135,6 +185,9 @@ impl HarnessHandler {
             (uuid::Uuid::new_v4().to_string(), context_id)
         } else {
             let task_id = message.task_id.clone();
+            if let Err(e) = self.check_access(&caller, &task_id, Access::Read).await {
+                return Err(self.refuse(&request_id, &task_id, &message, e).await);
+            }
             let head = if want_snapshot {
                 self.row(&task_id).await?.map(|row| {
                     let head =
@@ -175,6 +228,15 @@ impl HarnessHandler {
             if let Err(e) = stored {
                 return Err(self.refuse(&request_id, &task_id, &message, e).await);
             }
+        }
+
+        if new_task {
+            // A new task: the sender (when known) reports it, this agent is its assignee.
+            let mut participants = vec![(self.agent_id.clone(), ASSIGNEE.to_string())];
+            if let Caller::Participant(id) = &caller {
+                participants.push((id.clone(), "reporter".to_string()));
+            }
+            self.store.add_participants(&task_id, &participants).await.map_err(store_error)?;
         }
 
         // S5: the message is durable before anything is acknowledged.
@@ -307,6 +369,103 @@ impl HarnessHandler {
         Ok(task)
     }
 
+    /// The caller (S13, S17, D4): the resolver's answer when there is a resolver (a
+    /// resolver error fails the request); else `X-Participant-Id`, else the message's or the
+    /// request's `metadata.participant_id`.
+    pub(crate) async fn caller(
+        &self,
+        ctx: &CallContext,
+        metadata: &[Option<&a2a_types::Struct>],
+    ) -> Result<Caller, A2AError> {
+        if let Some(resolver) = &self.resolver {
+            return match resolver.resolve(&ctx.headers).await {
+                Ok(Some(id)) if !id.is_empty() => Ok(Caller::Participant(id)),
+                Ok(_) => Ok(Caller::Anonymous),
+                Err(e) => Err(A2AError::internal(format!("the participant resolver failed: {e}"))),
+            };
+        }
+        let header = ctx.headers.get("x-participant-id").and_then(|v| v.to_str().ok()).map(str::trim);
+        if let Some(id) = header.filter(|id| !id.is_empty()) {
+            return Ok(Caller::Participant(id.to_string()));
+        }
+        let named = metadata
+            .iter()
+            .flatten()
+            .find_map(|m| m.get("participant_id").and_then(|v| v.as_str()).filter(|s| !s.is_empty()));
+        Ok(named.map_or(Caller::Anonymous, |id| Caller::Participant(id.to_string())))
+    }
+
+    /// S19: does this agent's queue run the task? The store's row says so for every task
+    /// whose log has begun; otherwise the workflow is described (cached per id).
+    async fn owned(&self, task_id: &str) -> Result<bool, A2AError> {
+        if let Some(queue) = self.store.task_queue_of(task_id).await.map_err(store_error)? {
+            return Ok(queue == self.task_queue);
+        }
+        if let Some(owned) = self.owners.lock().expect("owners").get(task_id) {
+            return Ok(*owned);
+        }
+        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
+        let described = self
+            .bounded("the describe", handle.describe(temporalio_client::WorkflowDescribeOptions::default()))
+            .await?;
+        let owned = match described {
+            Ok(d) => {
+                d.raw_description.execution_config.as_ref().and_then(|c| c.task_queue.as_ref()).map(|q| q.name.as_str())
+                    == Some(self.task_queue.as_str())
+            }
+            Err(_) => return Ok(false),
+        };
+        self.owners.lock().expect("owners").insert(task_id.to_string(), owned);
+        Ok(owned)
+    }
+
+    /// The access policy of every task operation (S13, S19): a task on another queue, or
+    /// one a known caller is not on, is not found; a watcher may not cancel.
+    async fn check_access(&self, caller: &Caller, task_id: &str, access: Access) -> Result<(), A2AError> {
+        if !self.owned(task_id).await? {
+            return Err(A2AError::task_not_found(task_id));
+        }
+        let Caller::Participant(id) = caller else { return Ok(()) };
+        match self.store.participant_role(task_id, id).await.map_err(store_error)? {
+            None => Err(A2AError::task_not_found(task_id)),
+            Some(role) if role == "watcher" && access == Access::Cancel => {
+                Err(A2AError::unsupported(format!("participant `{id}` watches task {task_id} and may not cancel it"))
+                    .with("taskId", task_id))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Push-config calls see a task as GetTask does: it exists, and the caller may see it.
+    async fn push_access(&self, ctx: &CallContext, task_id: &str) -> Result<(), A2AError> {
+        let caller = self.caller(ctx, &[]).await?;
+        self.check_access(&caller, task_id, Access::Read).await?;
+        self.current_task(task_id).await.map(|_| ())
+    }
+
+    /// The id this agent has as a participant.
+    pub(crate) fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    /// Every task of this queue that has not ended, as its workflow reports it (S20).
+    pub(crate) async fn monitor_rows(&self) -> Result<Vec<harness_workflow::MonitorRow>, A2AError> {
+        let ids = self.store.open_task_ids(&self.task_queue).await.map_err(store_error)?;
+        let mut rows = Vec::new();
+        for id in ids {
+            let handle = self.client.get_workflow_handle::<TaskWorkflow>(id.as_str());
+            match self
+                .bounded("the monitor query", handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default()))
+                .await
+            {
+                Ok(Ok(row)) => rows.push(row),
+                Ok(Err(e)) => tracing::debug!(task_id = %id, error = %e, "monitor: query failed"),
+                Err(e) => tracing::debug!(task_id = %id, error = %e.message, "monitor: query timed out"),
+            }
+        }
+        Ok(rows)
+    }
+
     /// Validates, seals and stores a push config of `task_id`; returns it as stored (with
     /// its id) and in the clear (S14).
     async fn store_push_config(
@@ -372,9 +531,9 @@ impl HarnessHandler {
 
 #[async_trait::async_trait]
 impl RequestHandler for HarnessHandler {
-    async fn send_message(&self, _ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError> {
+    async fn send_message(&self, ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError> {
         let config = req.configuration.clone().unwrap_or_default();
-        let accepted = self.accept(req, config.return_immediately).await?;
+        let accepted = self.accept(ctx, req, config.return_immediately).await?;
         if config.return_immediately {
             let task = Self::accepted_task(accepted)?;
             return Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)));
@@ -386,10 +545,10 @@ impl RequestHandler for HarnessHandler {
 
     async fn send_streaming_message(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: SendMessageRequest,
     ) -> Result<EventStream, A2AError> {
-        let accepted = self.accept(req, true).await?;
+        let accepted = self.accept(ctx, req, true).await?;
         let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
         if accepted.receipt.cursor == 0 {
             // A new task: its log begins with the Task (seq 1).
@@ -400,16 +559,20 @@ impl RequestHandler for HarnessHandler {
         Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
     }
 
-    async fn get_task(&self, _ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {
+    async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {
         validate::task_id(&req.id, "id")?;
         if let Some(h) = req.history_length {
             validate::history_length(h, "historyLength")?;
         }
+        let caller = self.caller(ctx, &[]).await?;
+        self.check_access(&caller, &req.id, Access::Read).await?;
         Ok(self.current_task(&req.id).await?.with_history_length(req.history_length))
     }
 
-    async fn cancel_task(&self, _ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError> {
+    async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError> {
         validate::task_id(&req.id, "id")?;
+        let caller = self.caller(ctx, &[req.metadata.as_ref()]).await?;
+        self.check_access(&caller, &req.id, Access::Cancel).await?;
         let task = self.current_task(&req.id).await?;
         let not_cancelable = |state: TaskState| {
             A2AError::new(ErrorKind::TaskNotCancelable, terminal_refusal(state))
@@ -439,12 +602,10 @@ impl RequestHandler for HarnessHandler {
         self.bounded("the cancellation", self.task_after(&req.id, after, StopAt::Terminal)).await?
     }
 
-    async fn subscribe_to_task(
-        &self,
-        _ctx: &CallContext,
-        req: SubscribeToTaskRequest,
-    ) -> Result<EventStream, A2AError> {
+    async fn subscribe_to_task(&self, ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError> {
         validate::task_id(&req.id, "id")?;
+        let caller = self.caller(ctx, &[]).await?;
+        self.check_access(&caller, &req.id, Access::Read).await?;
         let task = self.current_task(&req.id).await?;
         if task.status.state.is_terminal() {
             return Err(A2AError::unsupported(format!(
@@ -457,8 +618,12 @@ impl RequestHandler for HarnessHandler {
         Ok(self.log_stream(req.id, 0, StopAt::Terminal))
     }
 
-    async fn list_tasks(&self, _ctx: &CallContext, req: ListTasksRequest) -> Result<ListTasksResponse, A2AError> {
+    async fn list_tasks(&self, ctx: &CallContext, req: ListTasksRequest) -> Result<ListTasksResponse, A2AError> {
         let since = validate::list_tasks(&req)?;
+        let participant = match self.caller(ctx, &[]).await? {
+            Caller::Participant(id) => Some(id),
+            Caller::Anonymous => None,
+        };
         let page_size = req.page_size.unwrap_or(50);
         let after = if req.page_token.is_empty() { None } else { Some(decode_page_token(&req.page_token)?) };
         let query = TaskQuery {
@@ -468,6 +633,7 @@ impl RequestHandler for HarnessHandler {
             since,
             after,
             limit: i64::from(page_size),
+            participant,
         };
         let page = self.store.list_tasks(&query).await.map_err(store_error)?;
         let include_artifacts = req.include_artifacts.unwrap_or(false);
@@ -491,25 +657,25 @@ impl RequestHandler for HarnessHandler {
 
     async fn create_push_config(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
         validate::task_id(&req.task_id, "taskId")?;
-        self.current_task(&req.task_id).await?;
+        self.push_access(ctx, &req.task_id).await?;
         let task_id = req.task_id.clone();
         self.store_push_config(&task_id, req).await
     }
 
     async fn get_push_config(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: TaskPushNotificationConfigRef,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
         validate::task_id(&req.task_id, "taskId")?;
         if req.id.is_empty() {
             return Err(A2AError::missing_field("id", "the push notification config id is missing"));
         }
-        self.current_task(&req.task_id).await?;
+        self.push_access(ctx, &req.task_id).await?;
         match self.store.push_config(&req.task_id, &req.id).await.map_err(store_error)? {
             Some(row) => self.open_push_config(row),
             None => Err(A2AError::new(
@@ -523,22 +689,22 @@ impl RequestHandler for HarnessHandler {
 
     async fn list_push_configs(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: ListTaskPushNotificationConfigsRequest,
     ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
         validate::task_id(&req.task_id, "taskId")?;
-        self.current_task(&req.task_id).await?;
+        self.push_access(ctx, &req.task_id).await?;
         let rows = self.store.push_configs(&req.task_id).await.map_err(store_error)?;
         let configs = rows.into_iter().map(|r| self.open_push_config(r)).collect::<Result<_, _>>()?;
         Ok(ListTaskPushNotificationConfigsResponse { configs, next_page_token: String::new() })
     }
 
-    async fn delete_push_config(&self, _ctx: &CallContext, req: TaskPushNotificationConfigRef) -> Result<(), A2AError> {
+    async fn delete_push_config(&self, ctx: &CallContext, req: TaskPushNotificationConfigRef) -> Result<(), A2AError> {
         validate::task_id(&req.task_id, "taskId")?;
         if req.id.is_empty() {
             return Err(A2AError::missing_field("id", "the push notification config id is missing"));
         }
-        self.current_task(&req.task_id).await?;
+        self.push_access(ctx, &req.task_id).await?;
         self.store.delete_push_config(&req.task_id, &req.id).await.map_err(store_error)?;
         Ok(())
     }

@@ -2,7 +2,8 @@
 //! request handler, serves the A2A router, and stops all of it cleanly.
 
 use crate::config::{Config, TemporalMode};
-use crate::handler::HarnessHandler;
+use crate::handler::{HarnessHandler, ParticipantResolver};
+use crate::hosting::RouteOptions;
 use crate::temporal_dev::{EmbeddedTemporal, TemporalCliError, find_or_provision_cli};
 use harness_push::{DeliveryPolicy, Pusher};
 use harness_store::Store;
@@ -29,15 +30,6 @@ pub enum HarnessError {
     Worker(String),
 }
 
-/// A running harness.
-pub struct Harness {
-    handler: Arc<HarnessHandler>,
-    worker_shutdown: Option<Box<dyn Fn() + Send + Sync>>,
-    worker_task: Option<std::thread::JoinHandle<()>>,
-    embedded: Option<EmbeddedTemporal>,
-    store: Store,
-}
-
 /// The model registry a config asks for (D6).
 fn models(config: &Config) -> Result<ModelRegistry, crate::ConfigError> {
     let mut registry = ModelRegistry::with_echo();
@@ -56,10 +48,146 @@ fn models(config: &Config) -> Result<ModelRegistry, crate::ConfigError> {
     Ok(registry)
 }
 
+/// The parts that exist only while the harness runs.
+struct Running {
+    worker_shutdown: Option<Shutdown>,
+    worker_task: Option<std::thread::JoinHandle<()>>,
+    embedded: Option<EmbeddedTemporal>,
+    store: Store,
+    monitor_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The agent, embeddable (S17): [`Harness::router`] exists from construction and answers
+/// 503 until [`Harness::start`]; `start`/`stop` bring the store, Temporal, the worker and
+/// the request handler up and down.
+#[derive(Clone)]
+pub struct Harness {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    pub(crate) options: RouteOptions,
+    pub(crate) prefix: String,
+    pub(crate) public_url: String,
+    pub(crate) card: Arc<a2a_types::AgentCard>,
+    pub(crate) extended_card: Option<a2a_types::AgentCard>,
+    pub(crate) resolver: Option<Arc<dyn ParticipantResolver>>,
+    /// The request handler while running; `None` before start and after stop.
+    pub(crate) handler: std::sync::RwLock<Option<Arc<HarnessHandler>>>,
+    pub(crate) limiter: crate::hosting::RateLimiter,
+    pub(crate) monitor: crate::hosting::MonitorSnapshot,
+    running: tokio::sync::Mutex<Option<Running>>,
+}
+
+/// Builds a [`Harness`] with what only a host can give: route options and a participant
+/// resolver.
+pub struct HarnessBuilder {
+    config: Config,
+    options: RouteOptions,
+    resolver: Option<Arc<dyn ParticipantResolver>>,
+}
+
+impl HarnessBuilder {
+    /// Turns routes and layers off one by one (S18).
+    pub fn route_options(mut self, options: RouteOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The only source of the caller's participant id when given (S17).
+    pub fn participant_resolver(mut self, resolver: Arc<dyn ParticipantResolver>) -> Self {
+        self.resolver = Some(resolver);
+        self
+    }
+
+    /// Checks the configuration and builds the card; opens nothing.
+    pub fn build(self) -> Result<Harness, crate::ConfigError> {
+        let config = self.config;
+        models(&config)?;
+        let prefix = config.prefix();
+        let public_url = config.public_url()?;
+        let card = crate::card::build(
+            &config.card,
+            &crate::card::CardInputs {
+                base_url: &public_url,
+                push_notifications: config.push_configured(),
+                commands: &[],
+            },
+        );
+        let extended_card = crate::card::build_extended(&config.card, &card);
+        let limiter = crate::hosting::RateLimiter::new(config.server.rate_limit_per_minute);
+        Ok(Harness {
+            inner: Arc::new(Inner {
+                options: self.options,
+                prefix,
+                public_url,
+                card: Arc::new(card),
+                extended_card,
+                resolver: self.resolver,
+                handler: std::sync::RwLock::new(None),
+                limiter,
+                monitor: Default::default(),
+                running: tokio::sync::Mutex::new(None),
+                config,
+            }),
+        })
+    }
+}
+
 impl Harness {
-    /// Starts everything: store, Temporal (provisioned and started when embedded),
-    /// worker. `base_url` is where clients reach the server (for the card).
-    pub async fn start(config: &Config, base_url: &str) -> Result<Self, HarnessError> {
+    /// A harness over a configuration; nothing runs until [`Harness::start`].
+    pub fn new(config: Config) -> Result<Self, crate::ConfigError> {
+        Self::builder(config).build()
+    }
+
+    pub fn builder(config: Config) -> HarnessBuilder {
+        HarnessBuilder { config, options: RouteOptions::default(), resolver: None }
+    }
+
+    /// `base_url` + prefix: what the card and push callbacks carry (S18).
+    pub fn public_url(&self) -> &str {
+        &self.inner.public_url
+    }
+
+    /// The configured mount prefix (`""` or `/a/b`).
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// The configuration this harness was built from.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The agent card.
+    pub fn card(&self) -> Arc<a2a_types::AgentCard> {
+        self.inner.card.clone()
+    }
+
+    /// Whether the harness is started.
+    pub fn is_running(&self) -> bool {
+        self.inner.handler.read().expect("handler slot").is_some()
+    }
+
+    /// The request handler while running.
+    pub fn handler(&self) -> Option<Arc<HarnessHandler>> {
+        self.inner.handler.read().expect("handler slot").clone()
+    }
+
+    /// The store while running.
+    pub async fn store(&self) -> Option<Store> {
+        self.inner.running.lock().await.as_ref().map(|r| r.store.clone())
+    }
+
+    /// Starts everything: store, Temporal (provisioned and started when embedded), worker,
+    /// then opens the gate. Starting a started harness does nothing.
+    pub async fn start(&self) -> Result<(), HarnessError> {
+        let mut running = self.inner.running.lock().await;
+        if running.is_some() {
+            return Ok(());
+        }
+        let config = &self.inner.config;
         let models = models(config)?;
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             crate::ConfigError(format!("cannot create the data dir {}: {e}", config.data_dir.display()))
@@ -97,10 +225,6 @@ impl Harness {
             (None, None)
         };
 
-        let card = crate::card::build(
-            &config.card,
-            &crate::card::CardInputs { base_url, push_notifications: pusher.is_some(), commands: &[] },
-        );
         let handler = Arc::new(HarnessHandler {
             client,
             store: store.clone(),
@@ -116,42 +240,118 @@ impl Harness {
             linger_secs: config.agent.terminal_linger_secs,
             instant_model,
             timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
-            card: Arc::new(card.clone()),
-            extended_card: crate::card::build_extended(&config.card, &card),
+            card: self.inner.card.clone(),
+            extended_card: self.inner.extended_card.clone(),
             pusher,
+            agent_id: config.agent.id.clone(),
+            resolver: self.inner.resolver.clone(),
+            owners: Default::default(),
         });
-        Ok(Self { handler, worker_shutdown, worker_task, embedded, store })
+        let monitor_task = self.inner.options.monitor.then(|| {
+            crate::hosting::spawn_monitor(
+                handler.clone(),
+                self.inner.monitor.clone(),
+                Duration::from_secs(config.server.monitor_interval_secs.max(1)),
+            )
+        });
+        *self.inner.handler.write().expect("handler slot") = Some(handler);
+        *running = Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task });
+        Ok(())
     }
 
-    /// The A2A routes (JSON-RPC, HTTP+JSON, card).
-    pub fn router(&self) -> axum::Router {
-        a2a_server::router(self.handler.clone())
-    }
-
-    /// The request handler.
-    pub fn handler(&self) -> Arc<HarnessHandler> {
-        self.handler.clone()
-    }
-
-    /// The store.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    /// Stops the worker (letting running activities finish for a few seconds), then the
-    /// embedded Temporal server.
-    pub async fn stop(mut self) {
-        if let Some(shutdown) = self.worker_shutdown.take() {
+    /// Closes the gate (every request is 503 again), stops the worker (letting running
+    /// activities finish for a few seconds), then the embedded Temporal server.
+    pub async fn stop(&self) {
+        *self.inner.handler.write().expect("handler slot") = None;
+        let Some(mut running) = self.inner.running.lock().await.take() else { return };
+        if let Some(task) = running.monitor_task.take() {
+            task.abort();
+        }
+        if let Some(shutdown) = running.worker_shutdown.take() {
             shutdown();
         }
-        if let Some(thread) = self.worker_task.take() {
+        if let Some(thread) = running.worker_task.take() {
             let joined = tokio::task::spawn_blocking(move || thread.join());
             let _ = tokio::time::timeout(Duration::from_secs(10), joined).await;
         }
-        if let Some(mut server) = self.embedded.take() {
+        if let Some(mut server) = running.embedded.take() {
             server.stop().await;
         }
     }
+
+    /// The harness's routes, to be mounted at its prefix (`Router::nest(prefix, ..)`, or as
+    /// the whole app when the prefix is empty): the A2A routes, the card, `/openapi.json`,
+    /// `/_monitor` and `/ui`, behind the mount check, the 503 gate, CORS and the limits.
+    pub fn router(&self) -> axum::Router {
+        crate::hosting::router(self, crate::hosting::Mount::AtPrefix)
+    }
+
+    /// Runs the harness behind its own server on `listener` (root path = the prefix):
+    /// starts it, serves until `shutdown` resolves, then stops it.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), HarnessError> {
+        self.start().await?;
+        let app = if self.inner.prefix.is_empty() {
+            self.router()
+        } else {
+            axum::Router::new().nest(&self.inner.prefix, self.router())
+        };
+        // Without TCP_NODELAY a response's head and body can wait on the client's delayed
+        // ACK (about 40 ms per request).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let served = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+            .with_graceful_shutdown(shutdown)
+            .await;
+        self.stop().await;
+        served.map_err(|e| HarnessError::Worker(format!("the server failed: {e}")))
+    }
+}
+
+/// A harness running behind its own server (S17), stopped with [`RunningHarness::stop`].
+pub struct RunningHarness {
+    pub harness: Harness,
+    /// Where the server listens, e.g. `http://127.0.0.1:8080` (without the prefix).
+    pub address: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), HarnessError>>,
+}
+
+impl RunningHarness {
+    /// Stops the server and the harness.
+    pub async fn stop(mut self) -> Result<(), HarnessError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.map_err(|e| HarnessError::Worker(e.to_string()))?
+    }
+}
+
+/// Binds `server.host:server.port` (port 0 picks a free one, and the public URL follows
+/// it unless `server.base_url` is set), starts the harness and serves it until stopped.
+pub async fn running_harness(mut config: Config) -> Result<RunningHarness, HarnessError> {
+    let addr = format!("{}:{}", config.server.host, config.server.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| crate::ConfigError(format!("cannot listen on {addr} (`server.port`): {e}")))?;
+    let local = listener.local_addr().map_err(|e| crate::ConfigError(e.to_string()))?;
+    config.server.port = local.port();
+    let harness = Harness::new(config)?;
+    harness.start().await?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let served = harness.clone();
+    let task = tokio::spawn(async move {
+        served
+            .serve(listener, async move {
+                let _ = rx.await;
+            })
+            .await
+    });
+    Ok(RunningHarness { harness, address: format!("http://{local}"), stop: Some(tx), task })
 }
 
 /// Connects a Temporal client, retrying for up to 30 s while the server is still coming up

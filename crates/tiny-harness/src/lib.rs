@@ -7,9 +7,13 @@ pub mod card;
 pub mod config;
 mod handler;
 mod harness;
+mod hosting;
+mod openapi;
 pub mod temporal_dev;
 
 pub use config::{Config, ConfigError, TemporalMode};
+pub use handler::ParticipantResolver;
 pub use handler::{HarnessHandler, StopAt};
-pub use harness::{Harness, HarnessError};
+pub use harness::{Harness, HarnessBuilder, HarnessError, RunningHarness, running_harness};
 pub use harness::{Shutdown, connect as connect_temporal, spawn_worker_thread};
+pub use hosting::{MONITOR_PATH, OPENAPI_PATH, RouteOptions, UI_PATH, harness_router};

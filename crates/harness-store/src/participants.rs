@@ -1,0 +1,33 @@
+//! Participants of tasks (S13, D4): a task a known caller is not on is, for that caller,
+//! not found; ListTasks filters the same way.
+
+use crate::{Store, StoreError};
+use sqlx::Row;
+
+impl Store {
+    /// Adds participants to a task (an existing one keeps its role).
+    pub async fn add_participants(&self, task_id: &str, participants: &[(String, String)]) -> Result<(), StoreError> {
+        for (id, role) in participants {
+            sqlx::query(
+                "INSERT INTO task_participants (task_id, participant_id, role) VALUES ($1, $2, $3) \
+                 ON CONFLICT (task_id, participant_id) DO NOTHING",
+            )
+            .bind(task_id)
+            .bind(id)
+            .bind(role)
+            .execute(self.pool())
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The role of a participant on a task, `None` when not on it.
+    pub async fn participant_role(&self, task_id: &str, participant_id: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT role FROM task_participants WHERE task_id = $1 AND participant_id = $2")
+            .bind(task_id)
+            .bind(participant_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| r.try_get("role")).transpose().map_err(Into::into)
+    }
+}

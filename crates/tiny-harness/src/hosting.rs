@@ -1,0 +1,361 @@
+//! Everything between the network and the request handler (S16, S17, S18, S20): the
+//! routes over a deferred handler, the 503 gate, the mount check, the limits, CORS, the
+//! OpenAPI document, `/_monitor` and `/ui`.
+//!
+//! Layers, outermost first: mount check (500 naming both paths), gate (503 before start and
+//! after stop), CORS, limits (413 / 429, before any Temporal call), then the routes.
+
+use crate::handler::HarnessHandler;
+use crate::harness::{Harness, Inner};
+use a2a_server::{CallContext, EventStream, RequestHandler};
+use a2a_types::{
+    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
+    SendMessageResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskPushNotificationConfigRef,
+};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, OriginalUri, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Routes and layers a host can turn off one by one (S18). All on by default.
+#[derive(Clone, Debug)]
+pub struct RouteOptions {
+    /// The limits layer (S16).
+    pub limits: bool,
+    /// CORS for `server.cors_origins` (S20).
+    pub cors: bool,
+    /// `GET /_monitor` (S20).
+    pub monitor: bool,
+    /// The push receiver route (S15). Not built yet: the switch is kept so hosts can
+    /// already say they do not want it.
+    pub push_route: bool,
+    /// `/ui` from `server.ui_dir` (S20).
+    pub ui: bool,
+}
+
+impl Default for RouteOptions {
+    fn default() -> Self {
+        Self { limits: true, cors: true, monitor: true, push_route: true, ui: true }
+    }
+}
+
+/// Where a router expects to be mounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mount {
+    /// [`Harness::router`]: nested at the configured prefix.
+    AtPrefix,
+    /// [`harness_router`]: the routes carry the prefix; merged at the host's root.
+    AtRoot,
+}
+
+/// A JSON error in the REST shape (`google.rpc.Status`), for answers made before routing.
+fn status_error(status: StatusCode, reason: &str, message: String) -> Response {
+    let body = serde_json::json!({"error": {
+        "code": status.as_u16(),
+        "status": reason,
+        "message": message,
+    }});
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// The routes of a harness for a mount (see [`Harness::router`] and [`harness_router`]).
+pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
+    let inner = harness.inner.clone();
+    let handler: Arc<dyn RequestHandler> = Arc::new(DeferredHandler { inner: inner.clone() });
+    let options = &inner.options;
+    let config = &inner.config;
+    let mut routes = a2a_server::router(handler).route(
+        OPENAPI_PATH,
+        axum::routing::get({
+            let doc = crate::openapi::document(harness, mount);
+            move || async move { ([(header::CONTENT_TYPE, "application/json")], doc.clone()).into_response() }
+        }),
+    );
+    if options.monitor {
+        routes = routes.route(MONITOR_PATH, axum::routing::get(monitor).with_state(inner.clone()));
+    }
+    let ui_dir = config.server.ui_dir.clone().filter(|_| options.ui);
+    if let Some(dir) = &ui_dir {
+        if mount == Mount::AtRoot {
+            tracing::warn!(dir = %dir.display(), "`server.ui_dir` is set but a host-mounted router does not serve /ui");
+        } else {
+            // Its own routes, registered here, so no A2A REST path can shadow them.
+            routes = routes.nest_service(UI_PATH, tower_http::services::ServeDir::new(dir));
+        }
+    }
+    if options.limits {
+        routes = routes.layer(axum::middleware::from_fn_with_state(inner.clone(), limits));
+    }
+    let cors = !config.server.cors_origins.is_empty() && options.cors;
+    if cors && mount == Mount::AtRoot {
+        tracing::warn!(origins = ?config.server.cors_origins, "`server.cors_origins` is set but a host-mounted router does not answer CORS; the host's own layers decide");
+    } else if cors {
+        routes = routes.layer(cors_layer(&config.server.cors_origins));
+    }
+    routes = routes.layer(axum::middleware::from_fn_with_state(inner.clone(), gate));
+    let routes = match mount {
+        Mount::AtRoot if !inner.prefix.is_empty() => Router::new().nest(&inner.prefix, routes),
+        _ => routes,
+    };
+    let expected = match mount {
+        Mount::AtPrefix => inner.prefix.clone(),
+        Mount::AtRoot => String::new(),
+    };
+    routes.layer(axum::middleware::from_fn_with_state(Arc::new((expected, inner.prefix.clone())), mount_check))
+}
+
+/// A router for a host to merge at its root (S17): the routes carry the prefix, their
+/// OpenAPI operations are tagged `A2A: <agent id>`, the gate, mount check and limits are
+/// its layers, and CORS and `/ui` are not served (a warning names each when configured).
+pub fn harness_router(harness: &Harness) -> Router {
+    router(harness, Mount::AtRoot)
+}
+
+/// The OpenAPI document, relative to the prefix.
+pub const OPENAPI_PATH: &str = "/openapi.json";
+/// The monitor snapshot, relative to the prefix.
+pub const MONITOR_PATH: &str = "/_monitor";
+/// The web renderer, relative to the prefix.
+pub const UI_PATH: &str = "/ui";
+
+/// 500 when the router is mounted elsewhere than its prefix, naming both paths.
+async fn mount_check(State(paths): State<Arc<(String, String)>>, req: Request, next: Next) -> Response {
+    let (expected, prefix) = paths.as_ref();
+    let current = req.uri().path().to_string();
+    let original = req.extensions().get::<OriginalUri>().map(|u| u.path().to_string()).unwrap_or(current.clone());
+    let mounted = original.strip_suffix(current.as_str()).unwrap_or("").trim_end_matches('/');
+    if mounted != expected.trim_end_matches('/') {
+        let shown = if mounted.is_empty() { "/" } else { mounted };
+        let configured = if prefix.is_empty() { "/" } else { prefix.as_str() };
+        return status_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            format!(
+                "the harness is mounted at `{shown}` but its configured prefix (`server.prefix`) is `{configured}`: \
+                 mount it at the prefix or change the prefix"
+            ),
+        );
+    }
+    next.run(req).await
+}
+
+/// 503 while the harness is not started; no route is reached.
+async fn gate(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Response {
+    if inner.handler.read().expect("handler slot").is_none() {
+        let mut r = status_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "UNAVAILABLE",
+            "the harness is not started (or has stopped)".into(),
+        );
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    }
+    next.run(req).await
+}
+
+fn cors_layer(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, Method};
+    let origins: Vec<HeaderValue> = origins.iter().filter_map(|o| o.parse().ok()).collect();
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(origins)
+        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::AUTHORIZATION,
+            HeaderName::from_static("a2a-version"),
+            HeaderName::from_static("a2a-extensions"),
+            HeaderName::from_static("x-participant-id"),
+            HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([HeaderName::from_static("a2a-extensions")])
+}
+
+/// Requests per peer in the current minute (S16): a fixed one-minute window per peer.
+pub(crate) struct RateLimiter {
+    per_minute: u32,
+    windows: Mutex<HashMap<String, (Instant, u32)>>,
+}
+
+impl RateLimiter {
+    pub(crate) fn new(per_minute: u32) -> Self {
+        Self { per_minute, windows: Mutex::new(HashMap::new()) }
+    }
+
+    /// `Err(seconds to wait)` when the peer is over its limit.
+    fn admit(&self, peer: &str) -> Result<(), u64> {
+        if self.per_minute == 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut windows = self.windows.lock().expect("rate windows");
+        if windows.len() > 10_000 {
+            windows.retain(|_, (start, _)| now.duration_since(*start) < Duration::from_secs(60));
+        }
+        let entry = windows.entry(peer.to_string()).or_insert((now, 0));
+        if now.duration_since(entry.0) >= Duration::from_secs(60) {
+            *entry = (now, 0);
+        }
+        if entry.1 >= self.per_minute {
+            let wait = Duration::from_secs(60).saturating_sub(now.duration_since(entry.0));
+            return Err(wait.as_secs().max(1));
+        }
+        entry.1 += 1;
+        Ok(())
+    }
+}
+
+/// The limits layer (S16): a peer over `rate_limit_per_minute` is 429 with `Retry-After`; a
+/// body over `max_request_bytes` is 413, whether it declares its length or not. Both are
+/// answered before the request reaches a route, so before any Temporal call.
+async fn limits(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Response {
+    let max = inner.config.server.max_request_bytes;
+    // The peer is the TCP peer when the server gives it; a host that mounts the router
+    // without connect info shares one window among its callers.
+    let peer =
+        req.extensions().get::<ConnectInfo<SocketAddr>>().map_or("unknown".to_string(), |c| c.0.ip().to_string());
+    if let Err(wait) = inner.limiter.admit(&peer) {
+        let mut r = status_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RESOURCE_EXHAUSTED",
+            format!("too many requests: over {} per minute (`server.rate_limit_per_minute`)", inner.limiter.per_minute),
+        );
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
+        return r;
+    }
+    let too_large = || {
+        status_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "INVALID_ARGUMENT",
+            format!("the request body is over {max} bytes (`server.max_request_bytes`)"),
+        )
+    };
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return too_large();
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, max).await {
+        Ok(b) => b,
+        Err(_) => return too_large(),
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+/// The latest monitor snapshot (S20), shared with the refresh task.
+#[derive(Clone, Default)]
+pub(crate) struct MonitorSnapshot(Arc<Mutex<serde_json::Value>>);
+
+async fn monitor(State(inner): State<Arc<Inner>>) -> Response {
+    let snapshot = inner.monitor.0.lock().expect("monitor").clone();
+    let body = if snapshot.is_null() {
+        serde_json::json!({"agent": inner.config.agent.id, "taken_at": null, "running": []})
+    } else {
+        snapshot
+    };
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// Refreshes the monitor snapshot every `interval`: each task of this queue that has not
+/// ended, as its workflow reports it.
+pub(crate) fn spawn_monitor(
+    handler: Arc<HarnessHandler>,
+    snapshot: MonitorSnapshot,
+    interval: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match handler.monitor_rows().await {
+                Ok(rows) => {
+                    let value = serde_json::json!({
+                        "agent": handler.agent_id(),
+                        "taken_at": a2a_types::now_timestamp(),
+                        "running": rows,
+                    });
+                    *snapshot.0.lock().expect("monitor") = value;
+                }
+                Err(e) => tracing::warn!(error = %e, "monitor: the snapshot was not refreshed"),
+            }
+            tokio::time::sleep(interval).await;
+        }
+    })
+}
+
+/// The request handler behind the routes, resolved per request: the routes exist before
+/// the harness starts (S17).
+struct DeferredHandler {
+    inner: Arc<Inner>,
+}
+
+impl DeferredHandler {
+    fn current(&self) -> Result<Arc<HarnessHandler>, A2AError> {
+        self.inner
+            .handler
+            .read()
+            .expect("handler slot")
+            .clone()
+            .ok_or_else(|| A2AError::new(ErrorKind::Unavailable, "the harness is not started"))
+    }
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for DeferredHandler {
+    async fn send_message(&self, ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError> {
+        self.current()?.send_message(ctx, req).await
+    }
+    async fn send_streaming_message(
+        &self,
+        ctx: &CallContext,
+        req: SendMessageRequest,
+    ) -> Result<EventStream, A2AError> {
+        self.current()?.send_streaming_message(ctx, req).await
+    }
+    async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {
+        self.current()?.get_task(ctx, req).await
+    }
+    async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError> {
+        self.current()?.cancel_task(ctx, req).await
+    }
+    async fn subscribe_to_task(&self, ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError> {
+        self.current()?.subscribe_to_task(ctx, req).await
+    }
+    async fn list_tasks(&self, ctx: &CallContext, req: ListTasksRequest) -> Result<ListTasksResponse, A2AError> {
+        self.current()?.list_tasks(ctx, req).await
+    }
+    async fn create_push_config(
+        &self,
+        ctx: &CallContext,
+        req: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        self.current()?.create_push_config(ctx, req).await
+    }
+    async fn get_push_config(
+        &self,
+        ctx: &CallContext,
+        req: TaskPushNotificationConfigRef,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        self.current()?.get_push_config(ctx, req).await
+    }
+    async fn list_push_configs(
+        &self,
+        ctx: &CallContext,
+        req: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
+        self.current()?.list_push_configs(ctx, req).await
+    }
+    async fn delete_push_config(&self, ctx: &CallContext, req: TaskPushNotificationConfigRef) -> Result<(), A2AError> {
+        self.current()?.delete_push_config(ctx, req).await
+    }
+    async fn extended_agent_card(&self, ctx: &CallContext) -> Result<AgentCard, A2AError> {
+        self.current()?.extended_agent_card(ctx).await
+    }
+    fn agent_card(&self) -> Arc<AgentCard> {
+        self.inner.card.clone()
+    }
+}
