@@ -1,0 +1,461 @@
+//! Hosting and protection (issue 4: S13, S16, S17, S18, S19, S20, D4), each over real HTTP:
+//! the embeddable `Harness` in this process, served by axum on a free port, against the
+//! test dev server.
+
+#[path = "../../tiny-harness/examples/host.rs"]
+#[allow(dead_code)]
+mod host;
+
+use axum::Router;
+use contract_tests::{A2AClient, temporal_address, user_text};
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tiny_harness::{Config, Harness, ParticipantResolver, RouteOptions, TemporalMode, harness_router};
+
+fn config(dir: &std::path::Path) -> Config {
+    let mut c = Config::with_data_dir(dir);
+    c.temporal.mode = TemporalMode::Remote;
+    c.temporal.address = temporal_address().to_string();
+    c.temporal.task_queue = format!("hosting-{}", uuid());
+    c.server.port = 0;
+    c
+}
+
+fn uuid() -> String {
+    format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
+}
+
+/// Serves an app on a free port with peer addresses; returns its base URL.
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await;
+    });
+    base
+}
+
+async fn get(url: &str) -> (u16, String) {
+    let r = reqwest::Client::new().get(url).header("A2A-Version", "1.0").send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_router_exists_before_start_is_503_until_started_and_again_after_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = Harness::new(config(dir.path())).unwrap();
+    let base = serve(harness.router()).await;
+    for path in ["/.well-known/agent-card.json", "/a2a/rest/tasks", "/no/such/route", "/openapi.json"] {
+        let (status, body) = get(&format!("{base}{path}")).await;
+        assert_eq!(status, 503, "{path}: {body}");
+        assert!(body.contains("not started"), "{body}");
+    }
+    harness.start().await.unwrap();
+    assert_eq!(get(&format!("{base}/.well-known/agent-card.json")).await.0, 200);
+    let sent = A2AClient::new(&base).send(user_text("hello"), json!({})).await;
+    assert_eq!(sent["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{sent}");
+    harness.stop().await;
+    assert_eq!(get(&format!("{base}/.well-known/agent-card.json")).await.0, 503);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mounted_elsewhere_than_its_prefix_every_request_is_500_naming_both_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.server.prefix = "/agents/helper".into();
+    let harness = Harness::new(c).unwrap();
+    let wrong = serve(Router::new().nest("/elsewhere", harness.router())).await;
+    let (status, body) = get(&format!("{wrong}/elsewhere/.well-known/agent-card.json")).await;
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("/elsewhere") && body.contains("/agents/helper"), "{body}");
+    let unmounted = serve(harness.router()).await;
+    let (status, body) = get(&format!("{unmounted}/.well-known/agent-card.json")).await;
+    assert_eq!(status, 500, "{body}");
+    let nested_host_router = serve(Router::new().nest("/x", harness_router(&harness))).await;
+    let (status, body) = get(&format!("{nested_host_router}/x/agents/helper/.well-known/agent-card.json")).await;
+    assert_eq!(status, 500, "{body}");
+
+    let right = serve(Router::new().nest("/agents/helper", harness.router())).await;
+    assert_eq!(get(&format!("{right}/agents/helper/.well-known/agent-card.json")).await.0, 503, "not started yet");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn running_harness_serves_at_its_prefix_and_the_card_carries_the_public_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.server.prefix = "/agents/helper".into();
+    let running = tiny_harness::running_harness(c).await.unwrap();
+    let root = format!("{}/agents/helper", running.address);
+    let (status, card) = get(&format!("{root}/.well-known/agent-card.json")).await;
+    assert_eq!(status, 200, "{card}");
+    let card: Value = serde_json::from_str(&card).unwrap();
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{root}/a2a/jsonrpc"));
+    assert_eq!(card["supportedInterfaces"][1]["url"], format!("{root}/a2a/rest"));
+    assert_eq!(running.harness.public_url(), root);
+    let sent = A2AClient::new(&root).send(user_text("hi"), json!({})).await;
+    assert!(sent["result"]["task"]["id"].is_string(), "{sent}");
+    let address = running.address.clone();
+    running.stop().await.unwrap();
+    assert!(reqwest::get(format!("{address}/agents/helper/.well-known/agent-card.json")).await.is_err(), "stopped");
+}
+
+#[test]
+fn a_prefix_that_disagrees_with_base_url_is_a_config_error_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.server.prefix = "/agents/helper".into();
+    c.server.base_url = Some("https://agents.example.com/agents/other".into());
+    let err = Harness::new(c).err().expect("a config error").to_string();
+    assert!(err.contains("/agents/other") && err.contains("/agents/helper"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_example_host_mounts_its_own_route_and_the_harness_side_by_side_with_a_tagged_openapi() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = host::helper_config(dir.path(), 0);
+    c.temporal = config(dir.path()).temporal;
+    let harness = Harness::new(c).unwrap();
+    let base = serve(host::app(&harness)).await;
+    assert_eq!(get(&format!("{base}/health")).await, (200, "ok".to_string()), "the host's route works before start");
+    assert_eq!(get(&format!("{base}/agents/helper/.well-known/agent-card.json")).await.0, 503);
+    harness.start().await.unwrap();
+    let (status, doc) = get(&format!("{base}/agents/helper/openapi.json")).await;
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.contains_key("/agents/helper/a2a/jsonrpc") && paths.contains_key("/agents/helper/a2a/rest/tasks"));
+    for (path, item) in paths {
+        for (_, op) in item.as_object().unwrap() {
+            assert_eq!(op["tags"], json!(["A2A: helper"]), "{path}");
+        }
+    }
+    let c = A2AClient::new(&format!("{base}/agents/helper"));
+    let sent = c.send(user_text("through the host"), json!({})).await;
+    assert!(sent["result"]["task"]["id"].is_string(), "{sent}");
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_mounted_router_serves_neither_cors_nor_ui_while_the_own_router_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = tempfile::tempdir().unwrap();
+    std::fs::write(ui.path().join("index.html"), "<h1>renderer</h1>").unwrap();
+    let mut c = config(dir.path());
+    c.server.cors_origins = vec!["http://localhost:5173".into()];
+    c.server.ui_dir = Some(ui.path().to_path_buf());
+    let harness = Harness::new(c).unwrap();
+    harness.start().await.unwrap();
+    let own = serve(harness.router()).await;
+    let hosted = serve(harness_router(&harness)).await;
+    let preflight = |base: String| async move {
+        reqwest::Client::new()
+            .request(Method::OPTIONS, format!("{base}/a2a/jsonrpc"))
+            .header("origin", "http://localhost:5173")
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "a2a-version,content-type")
+            .send()
+            .await
+            .unwrap()
+    };
+    let answered = preflight(own.clone()).await;
+    assert_eq!(answered.headers().get("access-control-allow-origin").unwrap(), "http://localhost:5173");
+    let allowed = answered.headers().get("access-control-allow-headers").unwrap().to_str().unwrap().to_string();
+    assert!(allowed.contains("a2a-version"), "{allowed}");
+    assert!(preflight(hosted.clone()).await.headers().get("access-control-allow-origin").is_none());
+    assert_eq!(get(&format!("{own}/ui/index.html")).await, (200, "<h1>renderer</h1>".to_string()));
+    assert_eq!(get(&format!("{hosted}/ui/index.html")).await.0, 404);
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn route_options_turn_off_limits_cors_monitor_and_ui_one_by_one() {
+    let ui = tempfile::tempdir().unwrap();
+    std::fs::write(ui.path().join("index.html"), "ui").unwrap();
+    let run = |options: RouteOptions| {
+        let ui = ui.path().to_path_buf();
+        async move {
+            let dir = tempfile::tempdir().unwrap();
+            let mut c = config(dir.path());
+            c.server.cors_origins = vec!["http://localhost:5173".into()];
+            c.server.ui_dir = Some(ui);
+            c.server.max_request_bytes = 64;
+            let harness = Harness::builder(c).route_options(options).build().unwrap();
+            harness.start().await.unwrap();
+            let base = serve(harness.router()).await;
+            let big = reqwest::Client::new()
+                .post(format!("{base}/a2a/jsonrpc"))
+                .header("A2A-Version", "1.0")
+                .body(
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x".repeat(100)}})
+                        .to_string(),
+                )
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
+            let cors = reqwest::Client::new()
+                .request(Method::OPTIONS, format!("{base}/a2a/jsonrpc"))
+                .header("origin", "http://localhost:5173")
+                .header("access-control-request-method", "POST")
+                .send()
+                .await
+                .unwrap()
+                .headers()
+                .contains_key("access-control-allow-origin");
+            let monitor = get(&format!("{base}/_monitor")).await.0;
+            let ui = get(&format!("{base}/ui/index.html")).await.0;
+            harness.stop().await;
+            (big, cors, monitor, ui, dir)
+        }
+    };
+    let all = run(RouteOptions::default()).await;
+    assert_eq!((all.0, all.1, all.2, all.3), (413, true, 200, 200));
+    let no_limits = run(RouteOptions { limits: false, ..Default::default() }).await;
+    assert_eq!(no_limits.0, 200, "without limits the big body reaches the route (a JSON-RPC error, HTTP 200)");
+    assert!(!run(RouteOptions { cors: false, ..Default::default() }).await.1);
+    assert_eq!(run(RouteOptions { monitor: false, ..Default::default() }).await.2, 404);
+    assert_eq!(run(RouteOptions { ui: false, ..Default::default() }).await.3, 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_or_chunked_body_is_413_and_a_fast_peer_is_429_before_any_temporal_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.server.max_request_bytes = 2048;
+    c.server.rate_limit_per_minute = 5;
+    let harness = Harness::new(c).unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let http = reqwest::Client::new();
+    let big = json!({"message": user_text(&"x".repeat(4096))}).to_string();
+    let declared = http
+        .post(format!("{base}/a2a/rest/message:send"))
+        .header("A2A-Version", "1.0")
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(declared.status(), 413);
+    assert!(declared.text().await.unwrap().contains("max_request_bytes"));
+    let chunks: Vec<Result<String, std::io::Error>> =
+        big.as_bytes().chunks(512).map(|c| Ok(String::from_utf8_lossy(c).to_string())).collect();
+    let chunked = http
+        .post(format!("{base}/a2a/rest/message:send"))
+        .header("A2A-Version", "1.0")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chunked.status(), 413, "a chunked body without Content-Length is measured as it arrives");
+    let store = harness.store().await.unwrap();
+    assert_eq!(store.inbox_count().await.unwrap(), 0, "no refused body reached the handler (no audit row)");
+    assert!(store.task_ids().await.unwrap().is_empty());
+
+    // A fresh connection: the server closed the one whose body it refused.
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let mut statuses = Vec::new();
+    let mut retry_after = None;
+    for _ in 0..5 {
+        let r = http.get(format!("{base}/a2a/rest/tasks")).header("A2A-Version", "1.0").send().await.unwrap();
+        statuses.push(r.status().as_u16());
+        if r.status() == 429 {
+            retry_after = r.headers().get("retry-after").map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+        }
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429], "5 per minute: two 413s and three reads, then 429");
+    assert!(retry_after.is_some_and(|s| (1..=60).contains(&s)), "{retry_after:?}");
+    harness.stop().await;
+}
+
+/// Resolves `Authorization: Bearer <id>`; `Bearer boom` is a resolver failure.
+struct BearerResolver;
+
+#[async_trait::async_trait]
+impl ParticipantResolver for BearerResolver {
+    async fn resolve(&self, headers: &axum::http::HeaderMap) -> Result<Option<String>, String> {
+        match headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")) {
+            Some("boom") => Err("the identity service is down".into()),
+            Some(id) => Ok(Some(id.to_string())),
+            None => Ok(None),
+        }
+    }
+}
+
+async fn rpc_as(base: &str, who: Option<(&str, &str)>, method: &str, params: Value) -> Value {
+    let mut r = reqwest::Client::new().post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0");
+    if let Some((name, value)) = who {
+        r = r.header(name, value);
+    }
+    r.body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_the_caller_is_not_on_is_not_found_for_every_verb_and_absent_from_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.push.key_file = None;
+    c.push.generate_key = true;
+    let harness = Harness::new(c).unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let alice = Some(("x-participant-id", "alice"));
+    let bob = Some(("x-participant-id", "bob"));
+    let sent = rpc_as(&base, alice, "SendMessage", json!({"message": user_text("alice's task")})).await;
+    let id = sent["result"]["task"]["id"].as_str().expect("a task").to_string();
+
+    for (method, params) in [
+        ("GetTask", json!({"id": id})),
+        ("CancelTask", json!({"id": id})),
+        ("SubscribeToTask", json!({"id": id})),
+        (
+            "SendMessage",
+            json!({"message": {"messageId": "m-bob", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "hi"}]}}),
+        ),
+        ("CreateTaskPushNotificationConfig", json!({"taskId": id, "url": "https://h.example.com"})),
+        ("ListTaskPushNotificationConfigs", json!({"taskId": id})),
+    ] {
+        let answer = rpc_as(&base, bob, method, params).await;
+        assert_eq!(answer["error"]["code"], -32001, "bob {method}: {answer}");
+    }
+    assert_eq!(rpc_as(&base, alice, "GetTask", json!({"id": id})).await["result"]["id"], id.as_str());
+    assert_eq!(rpc_as(&base, None, "GetTask", json!({"id": id})).await["result"]["id"], id.as_str(), "anonymous (D4)");
+    let bobs = rpc_as(&base, bob, "ListTasks", json!({})).await;
+    assert_eq!(bobs["result"]["tasks"], json!([]), "{bobs}");
+    let alices = rpc_as(&base, alice, "ListTasks", json!({})).await;
+    assert_eq!(alices["result"]["tasks"][0]["id"], id.as_str());
+
+    // metadata.participant_id names the sender when no header does.
+    let mut m = user_text("as carol");
+    m["metadata"] = json!({"participant_id": "carol"});
+    let carols = rpc_as(&base, None, "SendMessage", json!({"message": m})).await;
+    let carols = carols["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(rpc_as(&base, alice, "GetTask", json!({"id": carols})).await["error"]["code"], -32001);
+
+    // A watcher sees the task but may not cancel it.
+    let store = harness.store().await.unwrap();
+    store.add_participants(&id, &[("walt".into(), "watcher".into())]).await.unwrap();
+    let walt = Some(("x-participant-id", "walt"));
+    assert_eq!(rpc_as(&base, walt, "GetTask", json!({"id": id})).await["result"]["id"], id.as_str());
+    let cancel = rpc_as(&base, walt, "CancelTask", json!({"id": id})).await;
+    assert_eq!(cancel["error"]["code"], -32004, "{cancel}");
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_resolver_the_header_is_ignored_unresolved_messages_are_refused_and_resolver_errors_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = Harness::builder(config(dir.path())).participant_resolver(Arc::new(BearerResolver)).build().unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let mut named = user_text("who am I");
+    named["metadata"] = json!({"participant_id": "alice"});
+    let refused = rpc_as(&base, Some(("x-participant-id", "alice")), "SendMessage", json!({"message": named})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("no participant"), "{refused}");
+    let failed =
+        rpc_as(&base, Some(("authorization", "Bearer boom")), "SendMessage", json!({"message": user_text("x")})).await;
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    assert!(failed["error"]["message"].as_str().unwrap().contains("identity service is down"), "{failed}");
+    let store = harness.store().await.unwrap();
+    assert!(store.task_ids().await.unwrap().is_empty(), "nothing was started for a refused or failed request");
+
+    let ok = rpc_as(&base, Some(("authorization", "Bearer alice")), "SendMessage", json!({"message": user_text("hi")}))
+        .await;
+    let id = ok["result"]["task"]["id"].as_str().expect("a task").to_string();
+    let spoofed = rpc_as(&base, Some(("x-participant-id", "alice")), "ListTasks", json!({})).await;
+    assert_eq!(spoofed["result"]["totalSize"], 1, "the header is ignored: an unresolved reader is anonymous (D4)");
+    let mallory = rpc_as(&base, Some(("authorization", "Bearer mallory")), "GetTask", json!({"id": id})).await;
+    assert_eq!(mallory["error"]["code"], -32001);
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_harnesses_on_one_temporal_server_each_answer_the_others_tasks_as_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared_store = format!("sqlite://{}", dir.path().join("shared.db").display());
+    let make = |queue: &str, store: Option<String>| {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = config(d.path());
+        c.temporal.task_queue = format!("{queue}-{}", uuid());
+        c.store.url = store;
+        c.push.generate_key = true;
+        (Harness::new(c).unwrap(), d)
+    };
+    let (a, _da) = make("owner-a", Some(shared_store.clone()));
+    let (b, _db) = make("owner-b", Some(shared_store));
+    let (c, _dc) = make("owner-c", None); // its own store: knows A's tasks only through Temporal
+    for h in [&a, &b, &c] {
+        h.start().await.unwrap();
+    }
+    let (base_a, base_b, base_c) = (serve(a.router()).await, serve(b.router()).await, serve(c.router()).await);
+    let sent = rpc_as(&base_a, None, "SendMessage", json!({"message": user_text("A's task")})).await;
+    let id = sent["result"]["task"]["id"].as_str().expect("a task").to_string();
+    rpc_as(&base_b, None, "SendMessage", json!({"message": user_text("B's task")})).await;
+
+    for base in [&base_b, &base_c] {
+        for (method, params) in [
+            ("GetTask", json!({"id": id})),
+            ("CancelTask", json!({"id": id})),
+            ("SubscribeToTask", json!({"id": id})),
+            (
+                "SendMessage",
+                json!({"message": {"messageId": "m-x", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "hi"}]}}),
+            ),
+            ("ListTaskPushNotificationConfigs", json!({"taskId": id})),
+        ] {
+            let answer = rpc_as(base, None, method, params).await;
+            assert_eq!(answer["error"]["code"], -32001, "{base} {method}: {answer}");
+        }
+    }
+    let listed_b = rpc_as(&base_b, None, "ListTasks", json!({})).await;
+    assert_eq!(listed_b["result"]["totalSize"], 1, "B lists only its own task: {listed_b}");
+    assert_ne!(listed_b["result"]["tasks"][0]["id"], id.as_str());
+    // A crafted context id is a bound value, not query text: it cannot widen the filter.
+    let crafted = rpc_as(&base_b, None, "ListTasks", json!({"contextId": "x' OR '1'='1"})).await;
+    assert_eq!(crafted["result"]["totalSize"], 0, "{crafted}");
+    assert_eq!(rpc_as(&base_a, None, "GetTask", json!({"id": id})).await["result"]["id"], id.as_str());
+    for h in [a, b, c] {
+        h.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_monitor_shows_running_tasks_from_its_last_heartbeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("slow.toml");
+    std::fs::write(&script, "[[reply]]\nchunks = [\"a\", \"b\", \"c\"]\ndelay_ms = 1500\n").unwrap();
+    let mut c = config(dir.path());
+    c.models.scripted.file = Some(script);
+    c.agent.model = "scripted".into();
+    c.server.monitor_interval_secs = 1;
+    let harness = Harness::new(c).unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let sent = A2AClient::new(&base).send(user_text("take your time"), json!({"returnImmediately": true})).await;
+    let id = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    let mut seen = Value::Null;
+    for _ in 0..40 {
+        let (_, body) = get(&format!("{base}/_monitor")).await;
+        seen = serde_json::from_str(&body).unwrap();
+        if seen["running"].as_array().is_some_and(|r| r.iter().any(|t| t["task_id"] == id.as_str())) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let row = seen["running"].as_array().unwrap().iter().find(|t| t["task_id"] == id.as_str()).cloned();
+    let row = row.unwrap_or_else(|| panic!("the running task is not in the monitor: {seen}"));
+    assert_eq!(row["state"], "TASK_STATE_WORKING", "{row}");
+    assert_eq!((row["turn"].as_u64(), row["mailbox_depth"].as_u64()), (Some(1), Some(0)), "{row}");
+    assert_eq!(row["children"], json!([]));
+    assert!(seen["taken_at"].is_string() && seen["agent"] == "tiny-harness", "{seen}");
+    harness.stop().await;
+}
