@@ -207,17 +207,26 @@ async fn route_options_turn_off_limits_cors_monitor_and_ui_one_by_one() {
                 .contains_key("access-control-allow-origin");
             let monitor = get(&format!("{base}/_monitor")).await.0;
             let ui = get(&format!("{base}/ui/index.html")).await.0;
+            let push = reqwest::Client::new()
+                .post(format!("{base}/a2a/push/some-task"))
+                .body("{}")
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
             harness.stop().await;
-            (big, cors, monitor, ui, dir)
+            (big, cors, monitor, ui, push, dir)
         }
     };
     let all = run(RouteOptions::default()).await;
-    assert_eq!((all.0, all.1, all.2, all.3), (413, true, 200, 200));
+    assert_eq!((all.0, all.1, all.2, all.3, all.4), (413, true, 200, 200, 400), "`{}` reaches the push receiver: 400");
     let no_limits = run(RouteOptions { limits: false, ..Default::default() }).await;
     assert_eq!(no_limits.0, 200, "without limits the big body reaches the route (a JSON-RPC error, HTTP 200)");
     assert!(!run(RouteOptions { cors: false, ..Default::default() }).await.1);
     assert_eq!(run(RouteOptions { monitor: false, ..Default::default() }).await.2, 404);
     assert_eq!(run(RouteOptions { ui: false, ..Default::default() }).await.3, 404);
+    assert_eq!(run(RouteOptions { push_route: false, ..Default::default() }).await.4, 404);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -457,5 +466,33 @@ async fn the_monitor_shows_running_tasks_from_its_last_heartbeat() {
     assert_eq!((row["turn"].as_u64(), row["mailbox_depth"].as_u64()), (Some(1), Some(0)), "{row}");
     assert_eq!(row["children"], json!([]));
     assert!(seen["taken_at"].is_string() && seen["agent"] == "tiny-harness", "{seen}");
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_push_receiver_refuses_large_unparseable_and_unknown_pushes_alike_without_logging_bodies() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = Harness::new(config(dir.path())).unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let post = |body: String, token: Option<&'static str>| {
+        let mut r = http.post(format!("{base}/a2a/push/remote-stand-in")).body(body);
+        if let Some(t) = token {
+            r = r.header("X-A2A-Notification-Token", t);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    assert_eq!(post("x".repeat(70 * 1024), None).await.0, 413);
+    assert_eq!(post("not json".into(), None).await.0, 400);
+    let push =
+        json!({"statusUpdate": {"taskId": "remote-1", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}});
+    let no_token = post(push.to_string(), None).await;
+    let wrong_token = post(push.to_string(), Some("secret-push-token-123")).await;
+    assert_eq!(no_token.0, 401);
+    assert_eq!(no_token, wrong_token, "every refusal is the same answer");
     harness.stop().await;
 }

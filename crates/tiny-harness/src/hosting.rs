@@ -33,8 +33,7 @@ pub struct RouteOptions {
     pub cors: bool,
     /// `GET /_monitor` (S20).
     pub monitor: bool,
-    /// The push receiver route (S15). Not built yet: the switch is kept so hosts can
-    /// already say they do not want it.
+    /// The push receiver route `POST /a2a/push/{task_id}` (S15).
     pub push_route: bool,
     /// `/ui` from `server.ui_dir` (S20).
     pub ui: bool,
@@ -78,6 +77,9 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
             move || async move { ([(header::CONTENT_TYPE, "application/json")], doc.clone()).into_response() }
         }),
     );
+    if options.push_route {
+        routes = routes.route(PUSH_PATH, axum::routing::post(push_receiver));
+    }
     if options.monitor {
         routes = routes.route(MONITOR_PATH, axum::routing::get(monitor).with_state(inner.clone()));
     }
@@ -122,6 +124,37 @@ pub fn harness_router(harness: &Harness) -> Router {
 pub const OPENAPI_PATH: &str = "/openapi.json";
 /// The monitor snapshot, relative to the prefix.
 pub const MONITOR_PATH: &str = "/_monitor";
+/// The push receiver (S15), relative to the prefix.
+pub const PUSH_PATH: &str = "/a2a/push/{task_id}";
+/// The largest push body the receiver reads (S15).
+pub const PUSH_MAX_BYTES: usize = 64 * 1024;
+
+/// `POST /a2a/push/{task_id}` (S15): a remote agent's push for the local stand-in of a
+/// delegated sub-task. Over 64 KiB: 413; not a StreamResponse: 400; then every refusal
+/// (missing or wrong token, no such stand-in, an ended one, a body naming another remote
+/// task) is the same 401, so the answer tells nothing about which.
+///
+/// Stand-ins are created by delegation (`/delegate`, S9), which this build does not have:
+/// no id names a stand-in, so every well-formed push is that 401. The body is never
+/// logged (it can carry a push token).
+async fn push_receiver(body: axum::body::Bytes) -> Response {
+    if body.len() > PUSH_MAX_BYTES {
+        return status_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "INVALID_ARGUMENT",
+            format!("a push body is at most {PUSH_MAX_BYTES} bytes"),
+        );
+    }
+    if serde_json::from_slice::<a2a_types::StreamResponse>(&body).is_err() {
+        return status_error(
+            StatusCode::BAD_REQUEST,
+            "INVALID_ARGUMENT",
+            "the body is not an A2A StreamResponse".into(),
+        );
+    }
+    status_error(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", "push refused".into())
+}
+
 /// The web renderer, relative to the prefix.
 pub const UI_PATH: &str = "/ui";
 

@@ -16,6 +16,9 @@ pub(crate) fn document(harness: &Harness, mount: Mount) -> String {
     let mut routes: Vec<(String, String, String)> =
         a2a_server::ROUTES.iter().map(|(m, p, o)| (m.to_string(), p.to_string(), o.to_string())).collect();
     routes.push(("GET".into(), OPENAPI_PATH.into(), "OpenAPI document".into()));
+    if inner.options.push_route {
+        routes.push(("POST".into(), crate::hosting::PUSH_PATH.into(), "Push receiver (S15)".into()));
+    }
     if inner.options.monitor {
         routes.push(("GET".into(), MONITOR_PATH.into(), "Monitor snapshot".into()));
     }
