@@ -220,7 +220,11 @@ async fn route_options_turn_off_limits_cors_monitor_and_ui_one_by_one() {
         }
     };
     let all = run(RouteOptions::default()).await;
-    assert_eq!((all.0, all.1, all.2, all.3, all.4), (413, true, 200, 200, 400), "`{}` reaches the push receiver: 400");
+    assert_eq!(
+        (all.0, all.1, all.2, all.3, all.4),
+        (413, true, 200, 200, 400),
+        "`{{}}` reaches the push receiver: 400"
+    );
     let no_limits = run(RouteOptions { limits: false, ..Default::default() }).await;
     assert_eq!(no_limits.0, 200, "without limits the big body reaches the route (a JSON-RPC error, HTTP 200)");
     assert!(!run(RouteOptions { cors: false, ..Default::default() }).await.1);
