@@ -77,6 +77,8 @@ pub struct HarnessOptions {
     pub extra_config: String,
     /// Run with a push key (TINY_HARNESS_PUSH_KEY), so push notifications are on.
     pub push: bool,
+    /// The store URL (default: SQLite in the data dir).
+    pub store_url: Option<String>,
 }
 
 impl Default for HarnessOptions {
@@ -91,6 +93,7 @@ impl Default for HarnessOptions {
             model: None,
             extra_config: String::new(),
             push: true,
+            store_url: None,
         }
     }
 }
@@ -105,6 +108,7 @@ pub struct HarnessProcess {
     config_path: PathBuf,
     log_path: PathBuf,
     push: bool,
+    store_url: Option<String>,
 }
 
 /// A fixed push key for test harnesses (32 bytes, base64).
@@ -134,6 +138,9 @@ impl HarnessProcess {
             config.push_str(&format!("\n[redaction]\nvalues = {}\n", json!(opts.secrets)));
         }
         config.push('\n');
+        if let Some(url) = &opts.store_url {
+            config.push_str(&format!("[store]\nurl = \"{url}\"\n\n"));
+        }
         config.push_str(&opts.extra_config);
         let config_path = data_dir.path().join("harness.toml");
         std::fs::write(&config_path, config).expect("config");
@@ -147,6 +154,7 @@ impl HarnessProcess {
             log_path,
             data_dir,
             push: opts.push,
+            store_url: opts.store_url.clone(),
         };
         h.spawn().await;
         h
@@ -209,6 +217,9 @@ impl HarnessProcess {
 
     /// The store URL of this harness (SQLite in its data dir).
     pub fn store_url(&self) -> String {
+        if let Some(url) = &self.store_url {
+            return url.clone();
+        }
         format!("sqlite://{}", self.data_dir.path().join("harness.db").display())
     }
 

@@ -341,15 +341,56 @@ mod tests {
         NewEvent { task_id: task_id.into(), key: key.into(), event, snapshot: None, task_queue: "q".into() }
     }
 
-    async fn store() -> (Store, tempfile::TempDir) {
+    async fn sqlite() -> (Store, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("s.db").display());
         (Store::connect(&url).await.unwrap(), dir)
     }
 
-    #[tokio::test]
-    async fn appends_are_gap_free_idempotent_and_fenced_after_a_terminal_event() {
-        let (store, _dir) = store().await;
+    async fn postgres() -> Store {
+        let url = crate::testing::fresh_postgres_database().await.unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        assert_eq!(store.backend(), crate::Backend::Postgres);
+        store
+    }
+
+    /// Each test runs on both stores (D2).
+    macro_rules! on_both {
+        ($name:ident, $body:ident) => {
+            mod $name {
+                #[tokio::test]
+                async fn on_sqlite() {
+                    let (store, _dir) = super::sqlite().await;
+                    super::$body(store).await;
+                }
+                #[tokio::test]
+                async fn on_postgres() {
+                    super::$body(super::postgres().await).await;
+                }
+            }
+        };
+    }
+
+    on_both!(appends_are_gap_free_idempotent_and_fenced_after_a_terminal_event, gap_free_idempotent_fenced);
+    on_both!(concurrent_writers_of_one_task_never_leave_a_gap, concurrent_writers);
+    on_both!(list_tasks_pages_newest_first_filters_and_shows_the_current_status, list_tasks_paging);
+    on_both!(push_configs_and_participants_round_trip, push_and_participants);
+
+    async fn push_and_participants(store: Store) {
+        let row = crate::PushRow { task_id: "t".into(), config_id: "c".into(), url: "https://h".into(), sealed: "s1".into() };
+        store.put_push_config(&row).await.unwrap();
+        store.put_push_config(&crate::PushRow { sealed: "s2".into(), ..row.clone() }).await.unwrap();
+        assert_eq!(store.push_config("t", "c").await.unwrap().unwrap().sealed, "s2", "a put replaces");
+        assert_eq!(store.push_configs("t").await.unwrap().len(), 1);
+        assert!(store.delete_push_config("t", "c").await.unwrap());
+        assert!(!store.delete_push_config("t", "c").await.unwrap(), "deleting again is not an error");
+        store.add_participants("t", &[("alice".into(), "reporter".into())]).await.unwrap();
+        store.add_participants("t", &[("alice".into(), "watcher".into())]).await.unwrap();
+        assert_eq!(store.participant_role("t", "alice").await.unwrap().as_deref(), Some("reporter"));
+        assert_eq!(store.participant_role("t", "bob").await.unwrap(), None);
+    }
+
+    async fn gap_free_idempotent_fenced(store: Store) {
         let a = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
         let b = store.append(&new("t", "k2", status("t", TaskState::Working))).await.unwrap();
         let again = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
@@ -362,9 +403,7 @@ mod tests {
         assert_eq!(seqs, vec![1, 2, 3]);
     }
 
-    #[tokio::test]
-    async fn concurrent_writers_of_one_task_never_leave_a_gap() {
-        let (store, _dir) = store().await;
+    async fn concurrent_writers(store: Store) {
         let mut handles = Vec::new();
         for w in 0..4 {
             let store = store.clone();
@@ -397,9 +436,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn list_tasks_pages_newest_first_filters_and_shows_the_current_status() {
-        let (store, _dir) = store().await;
+    async fn list_tasks_paging(store: Store) {
         for (id, ctx, ts) in [
             ("a", "c1", "2026-01-01T00:00:01.000Z"),
             ("b", "c1", "2026-01-01T00:00:03.000Z"),

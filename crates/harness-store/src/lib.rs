@@ -11,6 +11,7 @@ mod inbox;
 mod notifier;
 mod participants;
 mod push;
+pub mod testing;
 
 pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskPage, TaskQuery, TaskRow};
 pub use inbox::{InboxOutcome, InboxRow};

@@ -91,7 +91,7 @@ impl Default for ServerSection {
             prefix: String::new(),
             base_url: None,
             max_request_bytes: 1024 * 1024,
-            rate_limit_per_minute: 600,
+            rate_limit_per_minute: 6000,
             cors_origins: Vec::new(),
             ui_dir: None,
             monitor_interval_secs: 5,

@@ -415,7 +415,11 @@ impl HarnessHandler {
             }
             Err(_) => return Ok(false),
         };
-        self.owners.lock().expect("owners").insert(task_id.to_string(), owned);
+        let mut owners = self.owners.lock().expect("owners");
+        if owners.len() >= 10_000 {
+            owners.clear();
+        }
+        owners.insert(task_id.to_string(), owned);
         Ok(owned)
     }
 

@@ -382,6 +382,10 @@ pub async fn connect(address: &str, namespace: &str) -> Result<Client, HarnessEr
     }
 }
 
+/// How long a workflow task may wait on a worker's sticky queue before another worker may
+/// take it: the stall a task sees after its worker was killed.
+pub const STICKY_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Stops a worker started by [`spawn_worker_thread`].
 pub type Shutdown = Box<dyn Fn() + Send + Sync>;
 
@@ -391,6 +395,9 @@ fn task_worker_options(task_queue: String, activities: Activities) -> Result<Wor
         .map_err(|e| e.to_string())?
         .register_activities(activities)
         .graceful_shutdown_period(Duration::from_secs(5))
+        // After a worker dies (SIGKILL), its tasks' next workflow task waits on the dead
+        // worker's sticky queue this long before any worker may take it (SDK default 10 s).
+        .sticky_queue_schedule_to_start_timeout(STICKY_TIMEOUT)
         .build())
 }
 

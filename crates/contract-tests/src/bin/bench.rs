@@ -234,7 +234,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "[server]\nport = {port}\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"bench-harness\"\n",
+            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"bench-harness\"\n",
             server.address
         ),
     )?;
