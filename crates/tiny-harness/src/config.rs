@@ -257,17 +257,12 @@ impl Config {
             ConfigError(format!("config file {}{at}: {}", path.display(), e.message().trim()))
         })?;
         config.data_dir = data_dir.into();
-        if let Some(file) = &config.models.scripted.file
-            && file.is_relative()
-        {
-            let base = path.parent().unwrap_or(Path::new("."));
-            config.models.scripted.file = Some(base.join(file));
-        }
-        if let Some(file) = &config.push.key_file
-            && file.is_relative()
-        {
-            let base = path.parent().unwrap_or(Path::new("."));
-            config.push.key_file = Some(base.join(file));
+        // Files named in the config are relative to the config file.
+        let base = path.parent().unwrap_or(Path::new("."));
+        for file in [&mut config.models.scripted.file, &mut config.push.key_file, &mut config.server.ui_dir] {
+            if let Some(f) = file.as_mut().filter(|f| f.is_relative()) {
+                *f = base.join(&*f);
+            }
         }
         for (i, skill) in
             config.card.skills.iter().chain(config.card.extended.iter().flat_map(|e| &e.skills)).enumerate()
