@@ -103,7 +103,12 @@ impl Postgres {
             Some(b) => PathBuf::from(b),
             None => {
                 let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-                    .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path().join("bin")).filter(|p| p.join("initdb").exists()).collect())
+                    .map(|d| {
+                        d.filter_map(|e| e.ok())
+                            .map(|e| e.path().join("bin"))
+                            .filter(|p| p.join("initdb").exists())
+                            .collect()
+                    })
                     .unwrap_or_default();
                 found.sort();
                 found.pop().context(
@@ -181,7 +186,9 @@ async fn test(extra: &[String]) -> Result<()> {
     } else {
         cmd.args(["test", "--workspace", "--no-fail-fast"]);
     }
-    cmd.args(extra).env("TINY_HARNESS_TEST_TEMPORAL", &server.address).env("TINY_HARNESS_INTEROP_PYTHON", python)
+    cmd.args(extra)
+        .env("TINY_HARNESS_TEST_TEMPORAL", &server.address)
+        .env("TINY_HARNESS_INTEROP_PYTHON", python)
         .env("TINY_HARNESS_TEST_POSTGRES", &postgres_url);
     let result = tokio::task::spawn_blocking(move || run(cmd)).await?;
     server.stop().await;

@@ -500,3 +500,42 @@ async fn the_push_receiver_refuses_large_unparseable_and_unknown_pushes_alike_wi
     assert_eq!(no_token, wrong_token, "every refusal is the same answer");
     harness.stop().await;
 }
+
+/// Collects what tracing writes, for the warnings a host should see.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_host_mounted_router_warns_that_it_serves_neither_cors_nor_ui() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.server.cors_origins = vec!["http://localhost:5173".into()];
+    c.server.ui_dir = Some(dir.path().to_path_buf());
+    let harness = Harness::new(c).unwrap();
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let _ = harness_router(&harness);
+    });
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("WARN") && log.contains("server.cors_origins"), "{log}");
+    assert!(log.contains("server.ui_dir") && log.contains("/ui"), "{log}");
+    let quiet = Captured::default();
+    let writer = quiet.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let _ = harness.router();
+    });
+    assert!(quiet.0.lock().unwrap().is_empty(), "the own router serves both and says nothing");
+}

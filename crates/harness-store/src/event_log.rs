@@ -377,7 +377,8 @@ mod tests {
     on_both!(push_configs_and_participants_round_trip, push_and_participants);
 
     async fn push_and_participants(store: Store) {
-        let row = crate::PushRow { task_id: "t".into(), config_id: "c".into(), url: "https://h".into(), sealed: "s1".into() };
+        let row =
+            crate::PushRow { task_id: "t".into(), config_id: "c".into(), url: "https://h".into(), sealed: "s1".into() };
         store.put_push_config(&row).await.unwrap();
         store.put_push_config(&crate::PushRow { sealed: "s2".into(), ..row.clone() }).await.unwrap();
         assert_eq!(store.push_config("t", "c").await.unwrap().unwrap().sealed, "s2", "a put replaces");
