@@ -144,7 +144,7 @@ impl Store {
             .bind(task_id)
             .bind(after)
             .bind(limit)
-            .fetch_all(self.pool())
+            .fetch_all(self.reads())
             .await?;
         rows.iter()
             .map(|r| {
@@ -159,7 +159,7 @@ impl Store {
         let Some(r) =
             sqlx::query("SELECT state, context_id, last_seq FROM tasks WHERE task_id = $1 AND snapshot <> ''")
                 .bind(task_id)
-                .fetch_optional(self.pool())
+                .fetch_optional(self.reads())
                 .await?
         else {
             return Ok(None);
@@ -176,7 +176,7 @@ impl Store {
     pub async fn task(&self, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
         let Some(r) = sqlx::query("SELECT snapshot, state, last_seq, task_queue FROM tasks WHERE task_id = $1")
             .bind(task_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.reads())
             .await?
         else {
             return Ok(None);
@@ -266,12 +266,12 @@ impl Store {
         for b in &binds[..count_binds] {
             count = count.bind(b);
         }
-        let total: i64 = count.fetch_one(self.pool()).await?.try_get("n")?;
+        let total: i64 = count.fetch_one(self.reads()).await?.try_get("n")?;
         let mut page = sqlx::query(&page_sql);
         for b in &binds {
             page = page.bind(b);
         }
-        let rows = page.fetch_all(self.pool()).await?;
+        let rows = page.fetch_all(self.reads()).await?;
         let mut tasks = Vec::new();
         let mut next = None;
         for (i, r) in rows.iter().enumerate() {
@@ -298,7 +298,7 @@ impl Store {
     pub async fn task_queue_of(&self, task_id: &str) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT task_queue FROM tasks WHERE task_id = $1")
             .bind(task_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.reads())
             .await?;
         row.map(|r| r.try_get("task_queue")).transpose().map_err(Into::into)
     }
@@ -311,14 +311,14 @@ impl Store {
              ORDER BY status_ts DESC LIMIT 1000",
         )
         .bind(task_queue)
-        .fetch_all(self.pool())
+        .fetch_all(self.reads())
         .await?;
         rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
     }
 
     /// Ids of every task whose log has begun.
     pub async fn task_ids(&self) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query("SELECT task_id FROM tasks ORDER BY task_id").fetch_all(self.pool()).await?;
+        let rows = sqlx::query("SELECT task_id FROM tasks ORDER BY task_id").fetch_all(self.reads()).await?;
         rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
     }
 }

@@ -71,7 +71,7 @@ impl Store {
     pub async fn inbox_of(&self, task_id: &str) -> Result<Vec<InboxRow>, StoreError> {
         let rows = sqlx::query("SELECT request_id, task_id, message_id, outcome, body FROM inbox WHERE task_id = $1 ORDER BY received_at, request_id")
             .bind(task_id)
-            .fetch_all(self.pool())
+            .fetch_all(self.reads())
             .await?;
         rows.iter()
             .map(|r| {
@@ -88,7 +88,7 @@ impl Store {
 
     /// Every audit row (newest last); used by tests and operators.
     pub async fn inbox_count(&self) -> Result<i64, StoreError> {
-        let r = sqlx::query("SELECT COUNT(*) AS n FROM inbox").fetch_one(self.pool()).await?;
+        let r = sqlx::query("SELECT COUNT(*) AS n FROM inbox").fetch_one(self.reads()).await?;
         Ok(r.try_get("n")?)
     }
 }

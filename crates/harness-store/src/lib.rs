@@ -41,7 +41,10 @@ pub enum StoreError {
 /// The store: a connection pool plus the in-process notifier.
 #[derive(Clone)]
 pub struct Store {
+    /// Writes (and, on Postgres, everything).
     pool: AnyPool,
+    /// Reads: a separate pool on SQLite, the same pool on Postgres.
+    reads: AnyPool,
     notifier: Notifier,
     kind: Backend,
 }
@@ -70,27 +73,38 @@ impl Store {
             }
             _ => url.to_string(),
         };
-        let pool = AnyPoolOptions::new()
-            .max_connections(if kind == Backend::Sqlite { 4 } else { 16 })
-            .acquire_timeout(Duration::from_secs(10))
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if kind == Backend::Sqlite {
-                        conn.execute(
-                            "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
-                        )
-                        .await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect(&url)
-            .await?;
-        if kind == Backend::Sqlite {
-            pool.execute("PRAGMA journal_mode = WAL;").await?;
-        }
+        let options = |max: u32| {
+            AnyPoolOptions::new().max_connections(max).acquire_timeout(Duration::from_secs(10)).after_connect(
+                move |conn, _| {
+                    Box::pin(async move {
+                        if kind == Backend::Sqlite {
+                            conn.execute(
+                                "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+                            )
+                            .await?;
+                        }
+                        Ok(())
+                    })
+                },
+            )
+        };
+        // SQLite has one writer at a time: writers on several connections meet SQLITE_BUSY
+        // and its sleeping busy handler. One write connection queues them in-process
+        // instead, while WAL lets a separate read pool run beside it (docs/performance.md).
+        let (pool, reads) = match kind {
+            Backend::Sqlite => {
+                let pool = options(1).connect(&url).await?;
+                pool.execute("PRAGMA journal_mode = WAL;").await?;
+                let reads = options(4).connect(&url).await?;
+                (pool, reads)
+            }
+            Backend::Postgres => {
+                let pool = options(16).connect(&url).await?;
+                (pool.clone(), pool)
+            }
+        };
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Self { pool, notifier: Notifier::default(), kind })
+        Ok(Self { pool, reads, notifier: Notifier::default(), kind })
     }
 
     /// The database behind this store.
@@ -105,6 +119,10 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    pub(crate) fn reads(&self) -> &AnyPool {
+        &self.reads
     }
 }
 

@@ -26,7 +26,7 @@ impl Store {
         let row = sqlx::query("SELECT role FROM task_participants WHERE task_id = $1 AND participant_id = $2")
             .bind(task_id)
             .bind(participant_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.reads())
             .await?;
         row.map(|r| r.try_get("role")).transpose().map_err(Into::into)
     }

@@ -37,7 +37,7 @@ impl Store {
             "SELECT task_id, config_id, url, sealed FROM push_configs WHERE task_id = $1 ORDER BY created_at, config_id",
         )
         .bind(task_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.reads())
         .await?;
         rows.iter().map(row).collect()
     }
@@ -49,7 +49,7 @@ impl Store {
         )
         .bind(task_id)
         .bind(config_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.reads())
         .await?;
         r.as_ref().map(row).transpose()
     }
