@@ -227,3 +227,36 @@ async fn a_malformed_push_key_stops_the_start_with_a_config_error_naming_the_var
     assert!(stderr.contains("TINY_HARNESS_PUSH_KEY") && stderr.contains("5 bytes, not 32"), "{stderr}");
     assert!(!dir.path().join("harness.db").exists(), "nothing was opened before the key was checked");
 }
+
+#[tokio::test]
+async fn a_plain_first_message_gets_the_default_brief_in_the_task_extension_metadata() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let key = "io.github.madarauchiha-314.tiny-harness/task";
+    let events = h.client().stream_message(user_text("Plan the offsite\nfor twelve people in May")).await;
+    let brief = &events[0]["task"]["metadata"][key];
+    assert_eq!(brief["name"], "Plan the offsite", "{}", events[0]);
+    assert_eq!(brief["goal"], "Plan the offsite\nfor twelve people in May");
+    assert_eq!(brief["participants"], json!([{"id": "tiny-harness", "kind": "agent", "role": "assignee"}]));
+
+    let long = "x".repeat(80);
+    let sent: Value = reqwest::Client::new()
+        .post(format!("{}/a2a/jsonrpc", h.base_url))
+        .header("A2A-Version", "1.0")
+        .header("X-Participant-Id", "alice")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_text(&long)}})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = &sent["result"]["task"];
+    let brief = &task["metadata"][key];
+    assert_eq!(brief["name"].as_str().unwrap().chars().count(), 60, "{task}");
+    assert_eq!(brief["participants"][0], json!({"id": "alice", "kind": "human", "role": "reporter"}));
+    // The status substate lives beside it; neither replaces the other.
+    assert_eq!(task["metadata"]["io.github.madarauchiha-314.tiny-harness/status"]["substate"], "awaiting-next-message");
+}

@@ -19,6 +19,11 @@ pub use workflow::TaskWorkflow;
 
 /// The namespace prefix of this project's A2A extensions (EXTENSIONS.md).
 pub const EXT_NS: &str = "io.github.madarauchiha-314.tiny-harness";
+/// Metadata key of the task extension (the task's own data, `TaskData`).
+pub fn task_ext_key() -> String {
+    format!("{EXT_NS}/task")
+}
+
 /// Metadata key of the status extension (`{"substate": ...}`).
 pub fn status_ext_key() -> String {
     format!("{EXT_NS}/status")

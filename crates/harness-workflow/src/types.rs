@@ -41,6 +41,10 @@ pub struct TaskInput {
     /// Run `call_model` as a local activity (an instant provider such as echo).
     #[serde(default)]
     pub instant_model: bool,
+    /// The task's metadata at creation: the task extension's data under `NS/task`
+    /// (EXTENSIONS.md), e.g. the default brief of a plain first message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<a2a_types::Struct>,
 }
 
 /// One message for the task's inbox (the `inbox` update's input). Already redacted.

@@ -47,6 +47,7 @@ impl TaskWorkflow {
             id: input.task_id.clone(),
             context_id: input.context_id.clone(),
             status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: None },
+            metadata: input.metadata.clone(),
             ..Default::default()
         };
         Self { input, task, mailbox: VecDeque::new(), last_seq: 0, next_key: 0, turn: 0, cancel: None }

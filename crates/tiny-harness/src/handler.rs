@@ -250,6 +250,13 @@ impl HarnessHandler {
             model: self.model.clone(),
             linger_secs: self.linger_secs,
             instant_model: self.instant_model,
+            metadata: new_task.then(|| {
+                let reporter = match &caller {
+                    Caller::Participant(id) => Some(id.as_str()),
+                    Caller::Anonymous => None,
+                };
+                default_brief(&message, reporter, &self.agent_id)
+            }),
         };
         let item = InboxItem { request_id: request_id.clone(), message: message.clone() };
         let options = WorkflowUpdateWithStartOptions::new(
@@ -738,4 +745,24 @@ fn decode_page_token(token: &str) -> Result<(String, String), A2AError> {
     let text = String::from_utf8(bytes).map_err(|_| bad())?;
     let (ts, id) = text.split_once('|').ok_or_else(bad)?;
     Ok((ts.to_string(), id.to_string()))
+}
+
+/// The task data of a plain first message (EXTENSIONS.md, task): name = its first line
+/// (60 characters at most; `task` when empty), goal = its text, participants = the sender
+/// as reporter (when known) and this agent as assignee.
+fn default_brief(message: &Message, reporter: Option<&str>, agent_id: &str) -> a2a_types::Struct {
+    let text = message.text();
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let name: String = if first.is_empty() { "task".into() } else { first.chars().take(60).collect() };
+    let mut participants = Vec::new();
+    if let Some(id) = reporter {
+        participants.push(serde_json::json!({"id": id, "kind": "human", "role": "reporter"}));
+    }
+    participants.push(serde_json::json!({"id": agent_id, "kind": "agent", "role": ASSIGNEE}));
+    let mut metadata = a2a_types::Struct::new();
+    metadata.insert(
+        harness_workflow::task_ext_key(),
+        serde_json::json!({"name": name, "goal": text, "participants": participants}),
+    );
+    metadata
 }
