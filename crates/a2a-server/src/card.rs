@@ -16,6 +16,7 @@ pub(crate) struct CardResponder {
     body: String,
     etag: HeaderValue,
     last_modified: HeaderValue,
+    cache_control: HeaderValue,
 }
 
 impl CardResponder {
@@ -26,13 +27,13 @@ impl CardResponder {
         let etag = HeaderValue::from_str(&format!("W/\"{hex}\"")).expect("hex is a valid header");
         let now = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT").to_string();
         let last_modified = HeaderValue::from_str(&now).expect("a date is a valid header");
-        Self { body, etag, last_modified }
+        let cache_control = HeaderValue::from_str(&format!("public, max-age={CARD_MAX_AGE_SECS}")).expect("header");
+        Self { body, etag, last_modified, cache_control }
     }
 }
 
 pub(crate) async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let card = &state.card;
-    let cache = HeaderValue::from_str(&format!("public, max-age={CARD_MAX_AGE_SECS}")).expect("header");
     let fresh =
         headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
             |tag| {
@@ -43,7 +44,7 @@ pub(crate) async fn serve(State(state): State<AppState>, headers: HeaderMap) -> 
     let common = [
         (header::ETAG, card.etag.clone()),
         (header::LAST_MODIFIED, card.last_modified.clone()),
-        (header::CACHE_CONTROL, cache),
+        (header::CACHE_CONTROL, card.cache_control.clone()),
     ];
     if fresh {
         return (StatusCode::NOT_MODIFIED, common).into_response();

@@ -44,6 +44,8 @@ pub struct TaskHead {
     pub state: TaskState,
     pub context_id: String,
     pub last_seq: i64,
+    /// The task queue that owns the task (S19).
+    pub task_queue: String,
 }
 
 /// The stored row of a task.
@@ -156,11 +158,12 @@ impl Store {
 
     /// State, context and newest seq of a task whose log has begun (no snapshot parsing).
     pub async fn task_head(&self, task_id: &str) -> Result<Option<TaskHead>, StoreError> {
-        let Some(r) =
-            sqlx::query("SELECT state, context_id, last_seq FROM tasks WHERE task_id = $1 AND snapshot <> ''")
-                .bind(task_id)
-                .fetch_optional(self.reads())
-                .await?
+        let Some(r) = sqlx::query(
+            "SELECT state, context_id, last_seq, task_queue FROM tasks WHERE task_id = $1 AND snapshot <> ''",
+        )
+        .bind(task_id)
+        .fetch_optional(self.reads())
+        .await?
         else {
             return Ok(None);
         };
@@ -169,6 +172,7 @@ impl Store {
             state: state.parse().unwrap_or_default(),
             context_id: r.try_get("context_id")?,
             last_seq: r.try_get("last_seq")?,
+            task_queue: r.try_get("task_queue")?,
         }))
     }
 

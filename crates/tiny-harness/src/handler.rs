@@ -185,40 +185,44 @@ impl HarnessHandler {
             (uuid::Uuid::new_v4().to_string(), context_id)
         } else {
             let task_id = message.task_id.clone();
-            if let Err(e) = self.check_access(&caller, &task_id, Access::Read).await {
-                return Err(self.refuse(&request_id, &task_id, &message, e).await);
-            }
             let head = if want_snapshot {
                 self.row(&task_id).await?.map(|row| {
-                    let head =
-                        TaskHead { state: row.state, context_id: row.task.context_id.clone(), last_seq: row.last_seq };
+                    let head = TaskHead {
+                        state: row.state,
+                        context_id: row.task.context_id.clone(),
+                        last_seq: row.last_seq,
+                        task_queue: row.task_queue.clone(),
+                    };
                     before = Some(row.task);
                     head
                 })
             } else {
                 self.store.task_head(&task_id).await.map_err(store_error)?
             };
-            match head {
-                None => {
+            // S19 from the row just read; then the caller's access (S13).
+            let head = match head {
+                Some(h) if h.task_queue == self.task_queue => h,
+                _ => {
                     return Err(self.refuse(&request_id, &task_id, &message, A2AError::task_not_found(&task_id)).await);
                 }
-                Some(head) if head.state.is_terminal() => {
-                    let err = A2AError::unsupported(terminal_refusal(head.state))
-                        .with("taskId", &task_id)
-                        .with("state", head.state.as_str());
-                    return Err(self.refuse(&request_id, &task_id, &message, err).await);
-                }
-                Some(head) => {
-                    if !message.context_id.is_empty() && message.context_id != head.context_id {
-                        let err = A2AError::invalid_params(format!(
-                            "invalid params: message.contextId `{}` does not match the task's context `{}`",
-                            message.context_id, head.context_id
-                        ));
-                        return Err(self.refuse(&request_id, &task_id, &message, err).await);
-                    }
-                    (task_id, head.context_id)
-                }
+            };
+            if let Err(e) = self.check_participant(&caller, &task_id, Access::Read).await {
+                return Err(self.refuse(&request_id, &task_id, &message, e).await);
             }
+            if head.state.is_terminal() {
+                let err = A2AError::unsupported(terminal_refusal(head.state))
+                    .with("taskId", &task_id)
+                    .with("state", head.state.as_str());
+                return Err(self.refuse(&request_id, &task_id, &message, err).await);
+            }
+            if !message.context_id.is_empty() && message.context_id != head.context_id {
+                let err = A2AError::invalid_params(format!(
+                    "invalid params: message.contextId `{}` does not match the task's context `{}`",
+                    message.context_id, head.context_id
+                ));
+                return Err(self.refuse(&request_id, &task_id, &message, err).await);
+            }
+            (task_id, head.context_id)
         };
         message.task_id = task_id.clone();
         message.context_id = context_id.clone();
@@ -436,6 +440,11 @@ impl HarnessHandler {
         if !self.owned(task_id).await? {
             return Err(A2AError::task_not_found(task_id));
         }
+        self.check_participant(caller, task_id, access).await
+    }
+
+    /// The participant half of the access policy: a known caller must be on the task.
+    async fn check_participant(&self, caller: &Caller, task_id: &str, access: Access) -> Result<(), A2AError> {
         let Caller::Participant(id) = caller else { return Ok(()) };
         match self.store.participant_role(task_id, id).await.map_err(store_error)? {
             None => Err(A2AError::task_not_found(task_id)),
@@ -447,11 +456,11 @@ impl HarnessHandler {
         }
     }
 
-    /// Push-config calls see a task as GetTask does: it exists, and the caller may see it.
+    /// Push-config calls see a task as GetTask does: it exists on this queue (the ownership
+    /// check finds it in the store or in Temporal), and the caller may see it.
     async fn push_access(&self, ctx: &CallContext, task_id: &str) -> Result<(), A2AError> {
         let caller = self.caller(ctx, &[]).await?;
-        self.check_access(&caller, task_id, Access::Read).await?;
-        self.current_task(task_id).await.map(|_| ())
+        self.check_access(&caller, task_id, Access::Read).await
     }
 
     /// The id this agent has as a participant.

@@ -78,6 +78,8 @@ pub(crate) struct Inner {
     pub(crate) limiter: crate::hosting::RateLimiter,
     pub(crate) monitor: crate::hosting::MonitorSnapshot,
     running: tokio::sync::Mutex<Option<Running>>,
+    /// The model providers, built (and checked) once with the harness.
+    models: ModelRegistry,
 }
 
 /// Builds a [`Harness`] with what only a host can give: route options and a participant
@@ -104,7 +106,7 @@ impl HarnessBuilder {
     /// Checks the configuration and builds the card; opens nothing.
     pub fn build(self) -> Result<Harness, crate::ConfigError> {
         let config = self.config;
-        models(&config)?;
+        let models = models(&config)?;
         let prefix = config.prefix();
         let public_url = config.public_url()?;
         let card = crate::card::build(
@@ -129,6 +131,7 @@ impl HarnessBuilder {
                 limiter,
                 monitor: Default::default(),
                 running: tokio::sync::Mutex::new(None),
+                models,
                 config,
             }),
         })
@@ -188,7 +191,7 @@ impl Harness {
             return Ok(());
         }
         let config = &self.inner.config;
-        let models = models(config)?;
+        let models = self.inner.models.clone();
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             crate::ConfigError(format!("cannot create the data dir {}: {e}", config.data_dir.display()))
         })?;
