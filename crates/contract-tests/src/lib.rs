@@ -281,6 +281,22 @@ pub struct Answer {
     pub body: Value,
 }
 
+/// A JSON-RPC call to the harness at `base` (`A2A-Version: 1.0`) with one extra header,
+/// e.g. `("X-Participant-Id", "alice")`; returns the whole response object.
+pub async fn rpc_as(base: &str, header: Option<(&str, &str)>, method: &str, params: Value) -> Value {
+    let mut r = reqwest::Client::new().post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0");
+    if let Some((name, value)) = header {
+        r = r.header(name, value);
+    }
+    r.body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
+        .send()
+        .await
+        .expect("rpc")
+        .json()
+        .await
+        .expect("a JSON-RPC response")
+}
+
 /// A user message with one text part.
 pub fn user_text(text: &str) -> Value {
     json!({"messageId": format!("m-{}", uuid_like()), "role": "ROLE_USER", "parts": [{"text": text}]})

@@ -1,7 +1,7 @@
 //! Bad input gets the A2A error the cheatsheet names, with a message saying what was wrong,
 //! and nothing is written for a refused request except its audit row.
 
-use contract_tests::{HarnessOptions, HarnessProcess, user_text};
+use contract_tests::{HarnessOptions, HarnessProcess, rpc_as, user_text};
 use serde_json::json;
 
 #[tokio::test]
@@ -66,22 +66,12 @@ async fn a_request_naming_an_extension_the_card_does_not_advertise_is_refused_an
         reqwest::get(format!("{}/.well-known/agent-card.json", h.base_url)).await.unwrap().json().await.unwrap();
     let unknown = "https://example.test/ext/unknown/v1";
     assert!(!card.to_string().contains(unknown));
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_text("hi")}});
-    let http = reqwest::Client::new();
-    let rpc: serde_json::Value = http
-        .post(format!("{}/a2a/jsonrpc", h.base_url))
-        .header("A2A-Version", "1.0")
-        .header("A2A-Extensions", format!(" {unknown} "))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let padded = format!(" {unknown} ");
+    let params = json!({"message": user_text("hi")});
+    let rpc = rpc_as(&h.base_url, Some(("A2A-Extensions", &padded)), "SendMessage", params).await;
     assert_eq!(rpc["error"]["code"], -32004, "{rpc}");
     assert!(rpc["error"]["message"].as_str().unwrap().contains(unknown), "{rpc}");
-    let rest = http
+    let rest = reqwest::Client::new()
         .post(format!("{}/a2a/rest/message:send", h.base_url))
         .header("A2A-Version", "1.0")
         .header("A2A-Extensions", unknown)

@@ -7,7 +7,7 @@
 mod host;
 
 use axum::Router;
-use contract_tests::{A2AClient, temporal_address, user_text};
+use contract_tests::{A2AClient, rpc_as, temporal_address, user_text};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -295,20 +295,6 @@ impl ParticipantResolver for BearerResolver {
             None => Ok(None),
         }
     }
-}
-
-async fn rpc_as(base: &str, who: Option<(&str, &str)>, method: &str, params: Value) -> Value {
-    let mut r = reqwest::Client::new().post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0");
-    if let Some((name, value)) = who {
-        r = r.header(name, value);
-    }
-    r.body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

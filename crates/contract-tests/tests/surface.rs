@@ -2,7 +2,7 @@
 //! official client cannot provoke, tenant routes, card caching, capability gating, push
 //! secrets at rest. Every test runs a real harness over real HTTP.
 
-use contract_tests::{HarnessOptions, HarnessProcess, user_text};
+use contract_tests::{HarnessOptions, HarnessProcess, rpc_as, user_text};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -239,20 +239,8 @@ async fn a_plain_first_message_gets_the_default_brief_in_the_task_extension_meta
     assert_eq!(brief["participants"], json!([{"id": "tiny-harness", "kind": "agent", "role": "assignee"}]));
 
     let long = "x".repeat(80);
-    let sent: Value = reqwest::Client::new()
-        .post(format!("{}/a2a/jsonrpc", h.base_url))
-        .header("A2A-Version", "1.0")
-        .header("X-Participant-Id", "alice")
-        .body(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_text(&long)}})
-                .to_string(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let params = json!({"message": user_text(&long)});
+    let sent = rpc_as(&h.base_url, Some(("X-Participant-Id", "alice")), "SendMessage", params).await;
     let task = &sent["result"]["task"];
     let brief = &task["metadata"][key];
     assert_eq!(brief["name"].as_str().unwrap().chars().count(), 60, "{task}");
