@@ -8,7 +8,7 @@
 
 use crate::{Store, StoreError, now};
 use a2a_types::{StreamResponse, Task, TaskState};
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 
 /// An event to append.
 #[derive(Clone, Debug)]
@@ -57,87 +57,152 @@ pub struct TaskRow {
     pub task_queue: String,
 }
 
-impl Store {
-    /// Appends an event (D1). Idempotent on `(task_id, key)`; refused with
-    /// [`StoreError::Closed`] once the log holds a terminal event.
-    pub async fn append(&self, e: &NewEvent) -> Result<Appended, StoreError> {
-        let body = serde_json::to_string(&e.event)?;
-        let mut tx = self.pool().begin().await?;
-        // The first statement writes, so SQLite takes its write lock at once and Postgres
-        // locks the task row: appends of one task are serialised from here on.
-        sqlx::query(
-            "INSERT INTO tasks (task_id, task_queue, updated_at) VALUES ($1, $2, $3) ON CONFLICT (task_id) DO NOTHING",
+/// The task row's update by an appended event, then `$tail`: parameters $2..$7 are
+/// [`Fields`] in order, and an empty value keeps the stored one (an event updates only what
+/// it knows).
+macro_rules! update_row {
+    ($tail:literal) => {
+        concat!(
+            "UPDATE tasks SET state = CASE WHEN $2 = '' THEN state ELSE $2 END, updated_at = $3, ",
+            "status = CASE WHEN $4 = '' THEN status ELSE $4 END, ",
+            "status_ts = CASE WHEN $5 = '' THEN status_ts ELSE $5 END, ",
+            "snapshot = CASE WHEN $6 = '' THEN snapshot ELSE $6 END, ",
+            "context_id = CASE WHEN $7 = '' THEN context_id ELSE $7 END, ",
+            $tail
         )
-        .bind(&e.task_id)
-        .bind(&e.task_queue)
-        .bind(now())
-        .execute(&mut *tx)
-        .await?;
-        let row = sqlx::query("UPDATE tasks SET last_seq = last_seq WHERE task_id = $1 RETURNING last_seq, state")
-            .bind(&e.task_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let last_seq: i64 = row.try_get("last_seq")?;
-        let state: String = row.try_get("state")?;
-        if let Some(existing) = sqlx::query("SELECT seq FROM events WHERE task_id = $1 AND event_key = $2")
-            .bind(&e.task_id)
-            .bind(&e.key)
-            .fetch_optional(&mut *tx)
-            .await?
-        {
-            tx.commit().await?;
-            return Ok(Appended { seq: existing.try_get("seq")?, new: false });
-        }
-        let state: TaskState = state.parse().unwrap_or_default();
-        if state.is_terminal() {
-            return Err(StoreError::Closed(state));
-        }
-        let seq = last_seq + 1;
+    };
+}
+
+/// Takes the next seq of an open task (the fence: nothing is appended after a terminal
+/// state) whose log lacks the key $8.
+const FAST_UPDATE: &str = update_row!(
+    "last_seq = last_seq + 1 WHERE task_id = $1 \
+     AND state NOT IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') \
+     AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $8) RETURNING last_seq"
+);
+/// Sets the seq $8.
+const SET_SEQ: &str = update_row!("last_seq = $8 WHERE task_id = $1");
+
+/// What an event writes, serialised before the writer is taken.
+struct Fields {
+    body: String,
+    /// The event's state, or "" when it carries none (an artifact).
+    state: &'static str,
+    ts: String,
+    /// The status of a status event (or of the Task event), kept apart from the snapshot
+    /// so reads between snapshots (ListTasks) show the current status.
+    status: String,
+    status_ts: String,
+    snapshot: String,
+    context_id: String,
+}
+
+impl Fields {
+    fn of(e: &NewEvent) -> Result<Self, StoreError> {
         let ts = now();
-        sqlx::query("INSERT INTO events (task_id, seq, event_key, body, created_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(&e.task_id)
-            .bind(seq)
-            .bind(&e.key)
-            .bind(&body)
-            .bind(&ts)
-            .execute(&mut *tx)
-            .await?;
-        let new_state = e.event.state().unwrap_or(state);
-        // The status of a status event (or of the Task event) is kept apart from the
-        // snapshot, so reads between snapshots (ListTasks) show the current status.
         let status = match &e.event {
             StreamResponse::Task(t) => Some(&t.status),
             StreamResponse::StatusUpdate(u) => Some(&u.status),
             _ => None,
         };
-        let (status_json, status_ts) = match status {
+        let (status, status_ts) = match status {
             Some(st) => (serde_json::to_string(st)?, st.timestamp.clone().unwrap_or_else(|| ts.clone())),
             None => (String::new(), String::new()),
         };
-        let snapshot = e.snapshot.as_ref().map(serde_json::to_string).transpose()?.unwrap_or_default();
-        let context_id = e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default();
-        // Empty strings keep the stored value: only what this event knows is updated.
-        sqlx::query(
-            "UPDATE tasks SET last_seq = $2, state = $3, updated_at = $4, \
-             status = CASE WHEN $5 = '' THEN status ELSE $5 END, \
-             status_ts = CASE WHEN $6 = '' THEN status_ts ELSE $6 END, \
-             snapshot = CASE WHEN $7 = '' THEN snapshot ELSE $7 END, \
-             context_id = CASE WHEN $8 = '' THEN context_id ELSE $8 END \
-             WHERE task_id = $1",
-        )
-        .bind(&e.task_id)
-        .bind(seq)
-        .bind(new_state.as_str())
-        .bind(&ts)
-        .bind(&status_json)
-        .bind(&status_ts)
-        .bind(&snapshot)
-        .bind(&context_id)
-        .execute(&mut *tx)
+        Ok(Self {
+            body: serde_json::to_string(&e.event)?,
+            state: e.event.state().map(|s| s.as_str()).unwrap_or(""),
+            ts,
+            status,
+            status_ts,
+            snapshot: e.snapshot.as_ref().map(serde_json::to_string).transpose()?.unwrap_or_default(),
+            context_id: e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default(),
+        })
+    }
+}
+
+/// The append on a connection inside a transaction. The task's row is updated first, so
+/// Postgres holds the row's lock (SQLite its write lock) from there to the commit: appends
+/// of one task are serialised and the log stays gap-free.
+async fn append(
+    conn: &mut AnyConnection,
+    task_id: String,
+    key: String,
+    task_queue: String,
+    fields: Fields,
+) -> Result<Appended, StoreError> {
+    let update_row = |sql: &'static str| {
+        sqlx::query(sql)
+            .bind(task_id.as_str())
+            .bind(fields.state)
+            .bind(fields.ts.as_str())
+            .bind(fields.status.as_str())
+            .bind(fields.status_ts.as_str())
+            .bind(fields.snapshot.as_str())
+            .bind(fields.context_id.as_str())
+    };
+    let insert_event = |seq: i64| {
+        sqlx::query("INSERT INTO events (task_id, seq, event_key, body, created_at) VALUES ($1, $2, $3, $4, $5)")
+            .bind(task_id.as_str())
+            .bind(seq)
+            .bind(key.as_str())
+            .bind(fields.body.as_str())
+            .bind(fields.ts.as_str())
+    };
+    // The common case in two statements: an open task whose log lacks this key takes the
+    // next seq and what this event knows (parameter $8 is the key).
+    let taken = update_row(FAST_UPDATE).bind(key.as_str()).fetch_optional(&mut *conn).await?;
+    if let Some(row) = taken {
+        let seq: i64 = row.try_get("last_seq")?;
+        insert_event(seq).execute(&mut *conn).await?;
+        return Ok(Appended { seq, new: true });
+    }
+    // Otherwise nothing was written yet: a task's first event, a retried key, or a closed task.
+    sqlx::query(
+        "INSERT INTO tasks (task_id, task_queue, updated_at) VALUES ($1, $2, $3) ON CONFLICT (task_id) DO NOTHING",
+    )
+    .bind(task_id.as_str())
+    .bind(task_queue.as_str())
+    .bind(fields.ts.as_str())
+    .execute(&mut *conn)
+    .await?;
+    let row = sqlx::query("UPDATE tasks SET last_seq = last_seq WHERE task_id = $1 RETURNING last_seq, state")
+        .bind(task_id.as_str())
+        .fetch_one(&mut *conn)
         .await?;
-        tx.commit().await?;
-        self.notifier().notify(&e.task_id, seq);
-        Ok(Appended { seq, new: true })
+    let last_seq: i64 = row.try_get("last_seq")?;
+    let state: String = row.try_get("state")?;
+    if let Some(existing) = sqlx::query("SELECT seq FROM events WHERE task_id = $1 AND event_key = $2")
+        .bind(task_id.as_str())
+        .bind(key.as_str())
+        .fetch_optional(&mut *conn)
+        .await?
+    {
+        return Ok(Appended { seq: existing.try_get("seq")?, new: false });
+    }
+    let state: TaskState = state.parse().unwrap_or_default();
+    if state.is_terminal() {
+        return Err(StoreError::Closed(state));
+    }
+    let seq = last_seq + 1;
+    insert_event(seq).execute(&mut *conn).await?;
+    update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
+    Ok(Appended { seq, new: true })
+}
+
+impl Store {
+    /// Appends an event (D1). Idempotent on `(task_id, key)`; refused with
+    /// [`StoreError::Closed`] once the log holds a terminal event. Readers are woken once
+    /// it is committed.
+    pub async fn append(&self, e: &NewEvent) -> Result<Appended, StoreError> {
+        let fields = Fields::of(e)?;
+        let (task_id, key, task_queue) = (e.task_id.clone(), e.key.clone(), e.task_queue.clone());
+        let appended =
+            self.write(Box::new(move |conn| Box::pin(append(conn, task_id, key, task_queue, fields)))).await?;
+        if appended.new {
+            self.notifier().notify(&e.task_id, appended.seq);
+        }
+        Ok(appended)
     }
 
     /// Events of a task with `seq > after`, in order, at most `limit`.
@@ -377,6 +442,8 @@ mod tests {
 
     on_both!(appends_are_gap_free_idempotent_and_fenced_after_a_terminal_event, gap_free_idempotent_fenced);
     on_both!(concurrent_writers_of_one_task_never_leave_a_gap, concurrent_writers);
+    on_both!(every_terminal_state_fences_the_log_and_a_retried_key_still_answers, terminal_fences);
+    on_both!(a_failed_write_is_reported_and_the_writer_goes_on, failed_write);
     on_both!(list_tasks_pages_newest_first_filters_and_shows_the_current_status, list_tasks_paging);
     on_both!(push_configs_and_participants_round_trip, push_and_participants);
 
@@ -406,6 +473,43 @@ mod tests {
         assert_eq!(refused.to_string(), "the task is in a terminal state (TASK_STATE_CANCELED)");
         let seqs: Vec<i64> = store.events_after("t", 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
         assert_eq!(seqs, vec![1, 2, 3]);
+    }
+
+    async fn terminal_fences(store: Store) {
+        for state in [TaskState::Completed, TaskState::Failed, TaskState::Canceled, TaskState::Rejected] {
+            let t = state.as_str();
+            store.append(&new(t, "w", status(t, TaskState::Working))).await.unwrap();
+            store.append(&new(t, "end", status(t, state))).await.unwrap();
+            let refused = store.append(&new(t, "late", status(t, TaskState::Working))).await.unwrap_err();
+            assert_eq!(refused.to_string(), format!("the task is in a terminal state ({t})"));
+            let again = store.append(&new(t, "end", status(t, state))).await.unwrap();
+            assert_eq!(again, Appended { seq: 2, new: false }, "a retry of the terminal event answers its seq");
+        }
+        // A state that is not terminal does not fence.
+        store.append(&new("ir", "a", status("ir", TaskState::InputRequired))).await.unwrap();
+        assert_eq!(store.append(&new("ir", "b", status("ir", TaskState::Working))).await.unwrap().seq, 2);
+    }
+
+    async fn failed_write(store: Store) {
+        let m = a2a_types::Message::agent_text("m1", "hi");
+        store.record_inbox("r1", "t", &m, crate::InboxOutcome::Received).await.unwrap();
+        let working = new("t", "k1", status("t", TaskState::Working));
+        let (dup, append) =
+            tokio::join!(store.record_inbox("r1", "t", &m, crate::InboxOutcome::Received), store.append(&working));
+        let dup = dup.unwrap_err().to_string();
+        assert!(dup.contains("UNIQUE") || dup.contains("unique") || dup.contains("duplicate"), "{dup}");
+        // The append shared the failed write's batch (and was not written) or it did not.
+        let seq = match append {
+            Ok(a) => a.seq,
+            Err(e) => {
+                assert!(e.to_string().contains("nothing of the batch was written"), "{e}");
+                store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap().seq
+            }
+        };
+        assert_eq!(seq, 1);
+        assert_eq!(store.inbox_count().await.unwrap(), 1);
+        let seqs: Vec<i64> = store.events_after("t", 0, 10).await.unwrap().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![1]);
     }
 
     async fn concurrent_writers(store: Store) {

@@ -45,26 +45,44 @@ impl Store {
         message: &Message,
         outcome: InboxOutcome,
     ) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body) VALUES ($1, $2, $3, $4, $5, $6)")
-            .bind(request_id)
-            .bind(task_id)
-            .bind(&message.message_id)
-            .bind(now())
-            .bind(outcome.as_text())
-            .bind(serde_json::to_string(message)?)
-            .execute(self.pool())
-            .await?;
-        Ok(())
+        let row = [
+            request_id.to_string(),
+            task_id.to_string(),
+            message.message_id.clone(),
+            now(),
+            outcome.as_text(),
+            serde_json::to_string(message)?,
+        ];
+        self.write(Box::new(move |conn| {
+            Box::pin(async move {
+                let mut insert = sqlx::query(
+                    "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                );
+                for value in row {
+                    insert = insert.bind(value);
+                }
+                insert.execute(conn).await?;
+                Ok(())
+            })
+        }))
+        .await
     }
 
     /// Records what happened to an audited message.
     pub async fn set_inbox_outcome(&self, request_id: &str, outcome: InboxOutcome) -> Result<(), StoreError> {
-        sqlx::query("UPDATE inbox SET outcome = $2 WHERE request_id = $1")
-            .bind(request_id)
-            .bind(outcome.as_text())
-            .execute(self.pool())
-            .await?;
-        Ok(())
+        let (request_id, outcome) = (request_id.to_string(), outcome.as_text());
+        self.write(Box::new(move |conn| {
+            Box::pin(async move {
+                sqlx::query("UPDATE inbox SET outcome = $2 WHERE request_id = $1")
+                    .bind(request_id)
+                    .bind(outcome)
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        }))
+        .await
     }
 
     /// The audit rows of a task, oldest first.

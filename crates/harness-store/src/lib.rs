@@ -12,15 +12,18 @@ mod notifier;
 mod participants;
 mod push;
 pub mod testing;
+mod writer;
 
 pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskPage, TaskQuery, TaskRow};
 pub use inbox::{InboxOutcome, InboxRow};
 pub use notifier::Notifier;
 pub use push::PushRow;
 
-use sqlx::any::{AnyPoolOptions, install_default_drivers};
-use sqlx::{AnyPool, Executor};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, ConnectOptions, Executor};
+use std::str::FromStr;
 use std::time::Duration;
+use writer::{WriteFn, Writes};
 
 /// Store errors; each says what failed.
 #[derive(Debug, thiserror::Error)]
@@ -36,14 +39,21 @@ pub enum StoreError {
     Closed(a2a_types::TaskState),
     #[error("unsupported store URL `{0}`: use sqlite://PATH or postgres://...")]
     Url(String),
+    /// The write was in a batch that did not commit; nothing of it was written.
+    #[error("store: {0}")]
+    Batch(String),
+    #[error("store: the writer has stopped")]
+    WriterGone,
+    #[error("store: could not start the writer: {0}")]
+    Io(#[from] std::io::Error),
 }
 
-/// The store: a connection pool plus the in-process notifier.
+/// The store: where writes go, a read pool, and the in-process notifier.
 #[derive(Clone)]
 pub struct Store {
-    /// Writes (and, on Postgres, everything).
-    pool: AnyPool,
-    /// Reads: a separate pool on SQLite, the same pool on Postgres.
+    writes: Writes,
+    /// Reads: a pool of its own on SQLite (WAL lets it read beside the writer), the one
+    /// pool on Postgres.
     reads: AnyPool,
     notifier: Notifier,
     kind: Backend,
@@ -73,38 +83,36 @@ impl Store {
             }
             _ => url.to_string(),
         };
+        const SQLITE_PRAGMAS: &str =
+            "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;";
         let options = |max: u32| {
             AnyPoolOptions::new().max_connections(max).acquire_timeout(Duration::from_secs(10)).after_connect(
                 move |conn, _| {
                     Box::pin(async move {
                         if kind == Backend::Sqlite {
-                            conn.execute(
-                                "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
-                            )
-                            .await?;
+                            conn.execute(SQLITE_PRAGMAS).await?;
                         }
                         Ok(())
                     })
                 },
             )
         };
-        // SQLite has one writer at a time: writers on several connections meet SQLITE_BUSY
-        // and its sleeping busy handler. One write connection queues them in-process
-        // instead, while WAL lets a separate read pool run beside it (docs/performance.md).
-        let (pool, reads) = match kind {
+        let (writes, reads) = match kind {
             Backend::Sqlite => {
-                let pool = options(1).connect(&url).await?;
-                pool.execute("PRAGMA journal_mode = WAL;").await?;
+                let mut conn = AnyConnectOptions::from_str(&url)?.connect().await?;
+                conn.execute(SQLITE_PRAGMAS).await?;
+                conn.execute("PRAGMA journal_mode = WAL;").await?;
                 let reads = options(4).connect(&url).await?;
-                (pool, reads)
+                sqlx::migrate!("./migrations").run(&reads).await?;
+                (Writes::batched(conn)?, reads)
             }
             Backend::Postgres => {
                 let pool = options(16).connect(&url).await?;
-                (pool.clone(), pool)
+                sqlx::migrate!("./migrations").run(&pool).await?;
+                (Writes::Pool(pool.clone()), pool)
             }
         };
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Self { pool, reads, notifier: Notifier::default(), kind })
+        Ok(Self { writes, reads, notifier: Notifier::default(), kind })
     }
 
     /// The database behind this store.
@@ -117,8 +125,9 @@ impl Store {
         &self.notifier
     }
 
-    pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
+    /// Runs a write in a transaction (on SQLite, in the writer's next batch).
+    pub(crate) async fn write<T: Send + 'static>(&self, write: WriteFn<T>) -> Result<T, StoreError> {
+        self.writes.run(write).await
     }
 
     pub(crate) fn reads(&self) -> &AnyPool {

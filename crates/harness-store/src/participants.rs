@@ -7,18 +7,24 @@ use sqlx::Row;
 impl Store {
     /// Adds participants to a task (an existing one keeps its role).
     pub async fn add_participants(&self, task_id: &str, participants: &[(String, String)]) -> Result<(), StoreError> {
-        for (id, role) in participants {
-            sqlx::query(
-                "INSERT INTO task_participants (task_id, participant_id, role) VALUES ($1, $2, $3) \
-                 ON CONFLICT (task_id, participant_id) DO NOTHING",
-            )
-            .bind(task_id)
-            .bind(id)
-            .bind(role)
-            .execute(self.pool())
-            .await?;
-        }
-        Ok(())
+        let (task_id, participants) = (task_id.to_string(), participants.to_vec());
+        self.write(Box::new(move |conn| {
+            Box::pin(async move {
+                for (id, role) in participants {
+                    sqlx::query(
+                        "INSERT INTO task_participants (task_id, participant_id, role) VALUES ($1, $2, $3) \
+                         ON CONFLICT (task_id, participant_id) DO NOTHING",
+                    )
+                    .bind(&task_id)
+                    .bind(id)
+                    .bind(role)
+                    .execute(&mut *conn)
+                    .await?;
+                }
+                Ok(())
+            })
+        }))
+        .await
     }
 
     /// The role of a participant on a task, `None` when not on it.

@@ -17,18 +17,24 @@ pub struct PushRow {
 impl Store {
     /// Creates or replaces the config `(task_id, config_id)`.
     pub async fn put_push_config(&self, row: &PushRow) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO push_configs (task_id, config_id, url, sealed, created_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, sealed = excluded.sealed",
-        )
-        .bind(&row.task_id)
-        .bind(&row.config_id)
-        .bind(&row.url)
-        .bind(&row.sealed)
-        .bind(now())
-        .execute(self.pool())
-        .await?;
-        Ok(())
+        let (row, created) = (row.clone(), now());
+        self.write(Box::new(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO push_configs (task_id, config_id, url, sealed, created_at) VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, sealed = excluded.sealed",
+                )
+                .bind(row.task_id)
+                .bind(row.config_id)
+                .bind(row.url)
+                .bind(row.sealed)
+                .bind(created)
+                .execute(conn)
+                .await?;
+                Ok(())
+            })
+        }))
+        .await
     }
 
     /// The configs of a task, oldest first.
@@ -56,12 +62,20 @@ impl Store {
 
     /// Deletes a config; deleting a missing one is not an error. True when a row went.
     pub async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2")
-            .bind(task_id)
-            .bind(config_id)
-            .execute(self.pool())
+        let (task_id, config_id) = (task_id.to_string(), config_id.to_string());
+        let deleted = self
+            .write(Box::new(move |conn| {
+                Box::pin(async move {
+                    let done = sqlx::query("DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2")
+                        .bind(task_id)
+                        .bind(config_id)
+                        .execute(conn)
+                        .await?;
+                    Ok(done.rows_affected())
+                })
+            }))
             .await?;
-        Ok(done.rows_affected() > 0)
+        Ok(deleted > 0)
     }
 }
 

@@ -1,0 +1,116 @@
+//! Where writes run. Every write of the store is a function of one connection that runs
+//! inside a transaction ([`Store::write`]).
+//!
+//! SQLite has one writer at a time, so its writes go to one connection on a thread of its
+//! own, which runs the writes waiting at that moment in one transaction (group commit):
+//! one BEGIN and one COMMIT for the lot instead of one each, and no wait for a busy
+//! runtime between a write's statements (docs/performance.md). Nobody hears back before
+//! the COMMIT. A write that fails with anything but a refusal that wrote nothing
+//! ([`StoreError::Closed`]) rolls the batch back, and every write of it gets the error.
+//!
+//! Postgres takes each write on a pooled connection in a transaction of its own.
+
+use crate::StoreError;
+use futures::future::BoxFuture;
+use sqlx::{AnyConnection, AnyPool, Connection, Executor};
+use tokio::sync::{mpsc, oneshot};
+
+/// A write: statements on a connection already inside a transaction.
+pub(crate) type WriteFn<T> =
+    Box<dyn for<'c> FnOnce(&'c mut AnyConnection) -> BoxFuture<'c, Result<T, StoreError>> + Send>;
+
+/// How many waiting writes one transaction takes at most.
+const BATCH: usize = 64;
+/// How many writes may wait for the writer thread before callers wait to hand theirs over.
+const QUEUE: usize = 1024;
+
+/// Tells a write's caller how its batch ended: `None` when it committed.
+type Reply = Box<dyn FnOnce(Option<&str>) + Send>;
+/// A queued write: runs (or, given no connection, does not), then says whether it spoiled
+/// the batch and how to reply.
+type Job = Box<dyn for<'c> FnOnce(Option<&'c mut AnyConnection>) -> BoxFuture<'c, (bool, Reply)> + Send>;
+
+#[derive(Clone)]
+pub(crate) enum Writes {
+    Pool(AnyPool),
+    Batched(mpsc::Sender<Job>),
+}
+
+impl Writes {
+    /// SQLite's writer thread, owning `conn` until the last sender is dropped.
+    pub(crate) fn batched(conn: AnyConnection) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || runtime.block_on(run_batches(conn, rx)))?;
+        Ok(Self::Batched(tx))
+    }
+
+    pub(crate) async fn run<T: Send + 'static>(&self, write: WriteFn<T>) -> Result<T, StoreError> {
+        match self {
+            Self::Pool(pool) => {
+                let mut conn = pool.acquire().await?;
+                let mut tx = conn.begin().await?;
+                let value = write(&mut tx).await?;
+                tx.commit().await?;
+                Ok(value)
+            }
+            Self::Batched(queue) => {
+                let (answer, answered) = oneshot::channel::<Result<T, StoreError>>();
+                let job: Job = Box::new(move |conn| {
+                    Box::pin(async move {
+                        let result = match conn {
+                            Some(conn) => Some(write(conn).await),
+                            None => None,
+                        };
+                        let spoils = matches!(&result, Some(Err(e)) if !matches!(e, StoreError::Closed(_)));
+                        let reply: Reply = Box::new(move |failed: Option<&str>| {
+                            let _ = answer.send(match (result, failed) {
+                                (Some(Err(e)), _) => Err(e),
+                                (_, Some(why)) => Err(StoreError::Batch(why.to_string())),
+                                (Some(Ok(value)), None) => Ok(value),
+                                (None, None) => Err(StoreError::Batch("the write did not run".into())),
+                            });
+                        });
+                        (spoils, reply)
+                    })
+                });
+                queue.send(job).await.map_err(|_| StoreError::WriterGone)?;
+                answered.await.map_err(|_| StoreError::WriterGone)?
+            }
+        }
+    }
+}
+
+async fn run_batches(mut conn: AnyConnection, mut queue: mpsc::Receiver<Job>) {
+    let mut jobs = Vec::with_capacity(BATCH);
+    while queue.recv_many(&mut jobs, BATCH).await > 0 {
+        let mut replies = Vec::with_capacity(jobs.len());
+        let mut failed = match conn.execute("BEGIN").await {
+            Ok(_) => None,
+            Err(e) => Some(format!("could not begin a transaction: {e}")),
+        };
+        for job in jobs.drain(..) {
+            // After a failure the rest do not run: their callers hear why the batch failed.
+            let conn = if failed.is_none() { Some(&mut conn) } else { None };
+            let (spoils, reply) = job(conn).await;
+            if spoils {
+                failed = Some("a write of its batch failed; nothing of the batch was written".into());
+            }
+            replies.push(reply);
+        }
+        let failed = match failed {
+            None => conn.execute("COMMIT").await.err().map(|e| format!("the commit failed: {e}")),
+            Some(why) => Some(why),
+        };
+        if failed.is_some()
+            && let Err(e) = conn.execute("ROLLBACK").await
+        {
+            tracing::error!(error = %e, "store: rolling back a failed write batch failed");
+        }
+        for reply in replies {
+            reply(failed.as_deref());
+        }
+    }
+}
