@@ -3,16 +3,19 @@
 //!
 //! - floor: update-with-start round trip of a trivial workflow (an update that returns at
 //!   once) on the same server; raw throughput: updates/s of 16 concurrent trivial workflows;
+//!   turn-shaped: the same with three no-op local activities before each update's answer
+//!   (the harness turn's shape without its I/O);
 //! - the harness (release binary, echo model): time to first and to final event of a
 //!   streaming message on a new task, blocking SendMessage p50/p95, messages/s with 16
 //!   concurrent tasks, and its peak RSS.
 //!
 //! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10).
 //! Latency samples are taken in turns (floor, streaming, blocking) and throughput in 2 s
-//! turns (raw, raw update-with-start, harness), so the dev server's fast and slow spells
+//! turns (raw, raw update-with-start, turn-shaped, harness), so the dev server's fast and slow spells
 //! fall on every measure alike.
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,8 +24,10 @@ use temporalio_client::{
     Client, WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions,
     WorkflowUpdateWithStartOptions,
 };
+use temporalio_macros::activities;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowResult};
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use temporalio_sdk::{LocalActivityOptions, SyncWorkflowContext, WorkflowContext, WorkflowResult};
 
 #[workflow]
 #[derive(Default)]
@@ -48,6 +53,55 @@ impl FloorWorkflow {
     #[signal(name = "stop")]
     pub fn stop(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _x: ()) {
         self.done = true;
+    }
+}
+
+/// The shape of a harness turn without the harness: each update is answered after three
+/// local activities that do nothing (the harness's WORKING append, model call and final
+/// append), all in the workflow task that accepts the update.
+#[workflow]
+#[derive(Default)]
+pub struct TurnWorkflow {
+    waiting: u64,
+    done: bool,
+}
+
+#[workflow_methods]
+impl TurnWorkflow {
+    #[run(name = "TurnWorkflow")]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<()> {
+        loop {
+            ctx.wait_condition(|s| s.waiting > 0 || s.done).await?;
+            if ctx.state(|s| s.done) {
+                return Ok(());
+            }
+            ctx.state_mut(|s| s.waiting -= 1);
+            for step in 0..3u64 {
+                let options = LocalActivityOptions::builder().start_to_close_timeout(Duration::from_secs(10)).build();
+                ctx.execute_local_activity(Noop::noop, step, options).await?;
+            }
+        }
+    }
+
+    #[update(name = "ping")]
+    pub fn ping(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _n: u64) -> u64 {
+        self.waiting += 1;
+        self.waiting
+    }
+
+    #[signal(name = "stop")]
+    pub fn stop(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _x: ()) {
+        self.done = true;
+    }
+}
+
+pub struct Noop;
+
+#[activities]
+impl Noop {
+    #[activity(name = "noop")]
+    pub async fn noop(self: Arc<Self>, _ctx: ActivityContext, n: u64) -> Result<u64, ActivityError> {
+        Ok(n)
     }
 }
 
@@ -90,35 +144,54 @@ async fn stop_floor(client: &Client, ids: Vec<String>) {
     }
 }
 
-/// Updates sent to running trivial workflows, one loop per workflow, for `slice`;
-/// `with_start` sends each as update-with-start (use-existing), as the harness does.
-async fn raw_slice(client: &Client, ids: &[String], slice: Duration, with_start: bool) -> u64 {
+/// How the raw loops send: a plain update or update-with-start (use-existing, as the
+/// harness does) to trivial workflows, or a plain update to turn-shaped ones.
+#[derive(Clone, Copy)]
+enum Raw {
+    Update,
+    UpdateWithStart,
+    Turn,
+}
+
+/// Updates sent to running workflows, one loop per workflow, for `slice`.
+async fn raw_slice(client: &Client, ids: &[String], slice: Duration, raw: Raw) -> u64 {
     let count = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + slice;
     let mut tasks = Vec::new();
     for id in ids {
         let (client, count, id) = (client.clone(), count.clone(), id.clone());
         tasks.push(tokio::spawn(async move {
-            let handle = client.get_workflow_handle::<FloorWorkflow>(id.clone());
             while Instant::now() < deadline {
-                if with_start {
-                    let opts = WorkflowUpdateWithStartOptions::new(
-                        "bench-floor",
-                        id.clone(),
-                        WorkflowIdConflictPolicy::UseExisting,
-                    )
-                    .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-                    .build();
-                    client
-                        .execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts)
-                        .await
-                        .expect("ping");
-                } else {
-                    handle
-                        .execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
-                        .await
-                        .expect("ping");
-                }
+                let sent: BoxFuture<'_, ()> = match raw {
+                    Raw::UpdateWithStart => Box::pin(async {
+                        let opts = WorkflowUpdateWithStartOptions::new(
+                            "bench-floor",
+                            id.clone(),
+                            WorkflowIdConflictPolicy::UseExisting,
+                        )
+                        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+                        .build();
+                        client
+                            .execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts)
+                            .await
+                            .expect("ping");
+                    }),
+                    Raw::Update => Box::pin(async {
+                        client
+                            .get_workflow_handle::<FloorWorkflow>(id.clone())
+                            .execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
+                            .await
+                            .expect("ping");
+                    }),
+                    Raw::Turn => Box::pin(async {
+                        client
+                            .get_workflow_handle::<TurnWorkflow>(id.clone())
+                            .execute_update(TurnWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
+                            .await
+                            .expect("ping");
+                    }),
+                };
+                sent.await;
                 count.fetch_add(1, Ordering::Relaxed);
             }
         }));
@@ -222,6 +295,9 @@ async fn main() -> anyhow::Result<()> {
         Ok(temporalio_sdk::WorkerOptions::new("bench-floor")
             .register_workflow::<FloorWorkflow>()
             .map_err(|e| e.to_string())?
+            .register_workflow::<TurnWorkflow>()
+            .map_err(|e| e.to_string())?
+            .register_activities(Noop)
             .build())
     })
     .await?;
@@ -273,9 +349,9 @@ async fn main() -> anyhow::Result<()> {
     let floor_p95 = percentile(&mut floor, 0.95);
 
     eprintln!(
-        "bench: throughput, 16 concurrent loops, {seconds} s each of raw update / raw update-with-start / harness, in 2 s turns"
+        "bench: throughput, 16 concurrent loops, {seconds} s each of raw update / raw update-with-start / turn-shaped update / harness, in 2 s turns"
     );
-    let mut raw_ids = Vec::new();
+    let (mut raw_ids, mut turn_ids) = (Vec::new(), Vec::new());
     for _ in 0..16 {
         let id = unique("raw");
         client
@@ -283,6 +359,12 @@ async fn main() -> anyhow::Result<()> {
             .await
             .expect("start");
         raw_ids.push(id);
+        let id = unique("turn");
+        client
+            .start_workflow(TurnWorkflow::run, (), WorkflowStartOptions::new("bench-floor", id.clone()).build())
+            .await
+            .expect("start");
+        turn_ids.push(id);
     }
     let mut tasks = Vec::new();
     for _ in 0..16 {
@@ -292,11 +374,12 @@ async fn main() -> anyhow::Result<()> {
     let server_pid = server.pid().unwrap_or(0);
     let slice = Duration::from_secs(2);
     let turns = seconds.div_ceil(2).max(1);
-    let (mut raw_n, mut uws_n, mut harness_n) = (0u64, 0u64, 0u64);
+    let (mut raw_n, mut uws_n, mut turn_n, mut harness_n) = (0u64, 0u64, 0u64, 0u64);
     let mut cpu = (0.0, 0.0, 0.0);
     for _ in 0..turns {
-        raw_n += raw_slice(&client, &raw_ids, slice, false).await;
-        uws_n += raw_slice(&client, &raw_ids, slice, true).await;
+        raw_n += raw_slice(&client, &raw_ids, slice, Raw::Update).await;
+        uws_n += raw_slice(&client, &raw_ids, slice, Raw::UpdateWithStart).await;
+        turn_n += raw_slice(&client, &turn_ids, slice, Raw::Turn).await;
         let before = (cpu_secs(harness.id()), cpu_secs(server_pid), cpu_secs(std::process::id()));
         harness_n += harness_slice(&http, &base, &tasks, slice).await;
         cpu.0 += cpu_secs(harness.id()) - before.0;
@@ -304,8 +387,12 @@ async fn main() -> anyhow::Result<()> {
         cpu.2 += cpu_secs(std::process::id()) - before.2;
     }
     stop_floor(&client, raw_ids).await;
+    for id in turn_ids {
+        let _ = client.get_workflow_handle::<TurnWorkflow>(id).signal(TurnWorkflow::stop, (), Default::default()).await;
+    }
     let measured = (turns * 2) as f64;
-    let (raw, raw_uws, harness_rate) = (raw_n as f64 / measured, uws_n as f64 / measured, harness_n as f64 / measured);
+    let rate = |n: u64| n as f64 / measured;
+    let (raw, raw_uws, raw_turn, harness_rate) = (rate(raw_n), rate(uws_n), rate(turn_n), rate(harness_n));
     let rss = peak_rss_kib(harness.id());
     let _ = harness.kill();
     let _ = harness.wait();
@@ -345,6 +432,10 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "| raw update-with-start/s, 16 running trivial workflows | {raw_uws:.0} /s | {:.2}x raw | |",
         raw_uws / raw
+    );
+    println!(
+        "| turn-shaped updates/s: 16 trivial workflows, each update answered after three no-op local activities | {raw_turn:.0} /s | {:.2}x raw | |",
+        raw_turn / raw
     );
     println!("| harness messages/s, 16 tasks | {harness_rate:.0} /s | {:.2}x raw | >= 0.8x |", harness_rate / raw);
     println!("| harness peak RSS | {:.1} MiB | | |", rss as f64 / 1024.0);
