@@ -153,73 +153,77 @@ enum Raw {
     Turn,
 }
 
-/// Updates sent to running workflows, one loop per workflow, for `slice`.
-async fn raw_slice(client: &Client, ids: &[String], slice: Duration, raw: Raw) -> u64 {
-    let count = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + slice;
-    let mut tasks = Vec::new();
-    for id in ids {
-        let (client, count, id) = (client.clone(), count.clone(), id.clone());
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < deadline {
-                let sent: BoxFuture<'_, ()> = match raw {
-                    Raw::UpdateWithStart => Box::pin(async {
-                        let opts = WorkflowUpdateWithStartOptions::new(
-                            "bench-floor",
-                            id.clone(),
-                            WorkflowIdConflictPolicy::UseExisting,
-                        )
-                        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-                        .build();
-                        client
-                            .execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts)
-                            .await
-                            .expect("ping");
-                    }),
-                    Raw::Update => Box::pin(async {
-                        client
-                            .get_workflow_handle::<FloorWorkflow>(id.clone())
-                            .execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
-                            .await
-                            .expect("ping");
-                    }),
-                    Raw::Turn => Box::pin(async {
-                        client
-                            .get_workflow_handle::<TurnWorkflow>(id.clone())
-                            .execute_update(TurnWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
-                            .await
-                            .expect("ping");
-                    }),
-                };
-                sent.await;
-                count.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("raw loop");
-    }
-    count.load(Ordering::Relaxed)
-}
-
-/// Blocking messages sent to running conversations, one loop per task, for `slice`.
-async fn harness_slice(http: &reqwest::Client, base: &str, tasks: &[String], slice: Duration) -> u64 {
+/// One loop per id for `slice`, each sending again as soon as its last send was answered;
+/// returns how many sends were answered.
+async fn count_loops<F>(ids: &[String], slice: Duration, send: F) -> u64
+where
+    F: Fn(String) -> BoxFuture<'static, ()> + Clone + Send + 'static,
+{
     let count = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + slice;
     let mut loops = Vec::new();
-    for task in tasks {
-        let (http, base, count, task) = (http.clone(), base.to_string(), count.clone(), task.clone());
+    for id in ids {
+        let (send, count, id) = (send.clone(), count.clone(), id.clone());
         loops.push(tokio::spawn(async move {
             while Instant::now() < deadline {
-                rpc(&http, &base, "SendMessage", json!({"message": message("again", Some(&task))})).await;
+                send(id.clone()).await;
                 count.fetch_add(1, Ordering::Relaxed);
             }
         }));
     }
     for l in loops {
-        l.await.expect("harness loop");
+        l.await.expect("send loop");
     }
     count.load(Ordering::Relaxed)
+}
+
+/// Updates sent to running workflows, one loop per workflow, for `slice`.
+async fn raw_slice(client: &Client, ids: &[String], slice: Duration, raw: Raw) -> u64 {
+    let client = client.clone();
+    count_loops(ids, slice, move |id| {
+        let client = client.clone();
+        Box::pin(async move {
+            match raw {
+                Raw::UpdateWithStart => {
+                    let opts =
+                        WorkflowUpdateWithStartOptions::new("bench-floor", id, WorkflowIdConflictPolicy::UseExisting)
+                            .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+                            .build();
+                    client
+                        .execute_update_with_start_workflow(FloorWorkflow::run, (), FloorWorkflow::ping, 1, opts)
+                        .await
+                        .expect("ping");
+                }
+                Raw::Update => {
+                    client
+                        .get_workflow_handle::<FloorWorkflow>(id)
+                        .execute_update(FloorWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
+                        .await
+                        .expect("ping");
+                }
+                Raw::Turn => {
+                    client
+                        .get_workflow_handle::<TurnWorkflow>(id)
+                        .execute_update(TurnWorkflow::ping, 1, WorkflowExecuteUpdateOptions::default())
+                        .await
+                        .expect("ping");
+                }
+            }
+        })
+    })
+    .await
+}
+
+/// Blocking messages sent to running conversations, one loop per task, for `slice`.
+async fn harness_slice(http: &reqwest::Client, base: &str, tasks: &[String], slice: Duration) -> u64 {
+    let (http, base) = (http.clone(), base.to_string());
+    count_loops(tasks, slice, move |task| {
+        let (http, base) = (http.clone(), base.clone());
+        Box::pin(async move {
+            rpc(&http, &base, "SendMessage", json!({"message": message("again", Some(&task))})).await;
+        })
+    })
+    .await
 }
 
 fn message(text: &str, task_id: Option<&str>) -> serde_json::Value {
