@@ -48,6 +48,19 @@ impl Task {
         }
     }
 
+    /// This task without its history and artifacts: what the store keeps in a task's row
+    /// (the two grow with the conversation and are stored one row each).
+    pub fn head(&self) -> Task {
+        Task {
+            id: self.id.clone(),
+            context_id: self.context_id.clone(),
+            status: self.status.clone(),
+            artifacts: Vec::new(),
+            history: Vec::new(),
+            metadata: self.metadata.clone(),
+        }
+    }
+
     /// Applies `historyLength` (CHEATSHEET §5): `None` keeps everything, `0` drops the
     /// history, `n` keeps the `n` most recent messages.
     pub fn with_history_length(mut self, history_length: Option<i32>) -> Self {

@@ -275,3 +275,75 @@ async fn with_no_worker_polling_a_send_message_gets_a_clear_error_instead_of_han
     let msg = r["error"]["message"].as_str().unwrap();
     assert!(msg.contains("did not answer") && msg.contains(&h.task_queue), "{msg}");
 }
+
+/// What a turn hands to its activities does not grow with the conversation: `call_model`
+/// (a regular activity for a scripted model, so its input is in the workflow history) gets
+/// where the turn's message ends and reads the conversation from the store (the model's
+/// replies show it read the right message); the store's copy of the conversation is the
+/// workflow's, message for message.
+#[tokio::test]
+async fn a_turns_activity_input_stays_one_message_however_long_the_conversation_and_the_store_keeps_it_all() {
+    let mut script = String::new();
+    for word in ["one", "two", "three", "four"] {
+        script.push_str(&format!("[[reply]]\nwhen = \"{word}\"\nchunks = [\"heard {word}\"]\n"));
+    }
+    script.push_str("[[reply]]\nchunks = [\"noted\"]\n");
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script), ..Default::default() }).await;
+    let c = h.client();
+    let first = c.send(user_text("one"), json!({})).await;
+    let id = first["result"]["task"]["id"].as_str().unwrap().to_string();
+    for text in ["two", "three", "four"] {
+        let mut next = user_text(text);
+        next["taskId"] = json!(id);
+        let r = c.send(next, json!({})).await;
+        assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    }
+
+    let raw = h
+        .temporal()
+        .await
+        .get_workflow_handle::<harness_workflow::TaskWorkflow>(id.as_str())
+        .fetch_history(temporalio_client::WorkflowFetchHistoryOptions::default())
+        .to_json()
+        .await
+        .unwrap();
+    let history: Value = serde_json::from_slice(&raw).unwrap();
+    let turns: Vec<harness_workflow::ModelTurn> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["attributes"].get("ActivityTaskScheduledEventAttributes"))
+        .filter(|a| a["activity_type"]["name"] == "call_model")
+        .map(|a| {
+            use base64::Engine;
+            let data = a["input"]["payloads"][0]["data"].as_str().unwrap();
+            let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+            serde_json::from_slice(&bytes).unwrap()
+        })
+        .collect();
+    let shape: Vec<(u32, usize)> = turns.iter().map(|t| (t.history_from, t.history.len())).collect();
+    assert_eq!(
+        shape,
+        [(1, 0), (3, 0), (5, 0), (7, 0)],
+        "each turn names where its message ends and carries none: WORKING stored it, the model reads it back"
+    );
+
+    let running = c.rpc("GetTask", json!({"id": id})).await["result"].clone();
+    let stored = h.store().await.task(&id, None).await.unwrap().unwrap().task;
+    assert_eq!(
+        serde_json::to_value(&stored.history).unwrap(),
+        running["history"],
+        "the store's history is the workflow's"
+    );
+    assert_eq!(serde_json::to_value(&stored.artifacts).unwrap(), running["artifacts"]);
+    let replies: Vec<String> = stored.history.iter().skip(1).step_by(2).map(|m| m.text()).collect();
+    assert_eq!(replies, ["heard one", "heard two", "heard three", "heard four"], "each turn read its own message");
+    let last_two = c.rpc("SendMessage", json!({"message": {"messageId": "m5", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "five"}]}, "configuration": {"historyLength": 2}})).await;
+    let texts: Vec<&str> = last_two["result"]["task"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["parts"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["five", "noted"], "a blocking reply's historyLength is read from the store: {last_two}");
+}

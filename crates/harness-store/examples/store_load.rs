@@ -1,6 +1,7 @@
 //! The store alone under the write pattern of the harness's throughput bench: 16 tasks,
-//! each message writing what an echo turn writes (the inbox row and its outcome, WORKING,
-//! one reply chunk, the final status with the task snapshot). Prints messages/s.
+//! each message writing what an echo turn writes (the inbox row and its outcome, WORKING
+//! with the user's message, one reply chunk, the final status with the task's head and the
+//! reply). Prints messages/s.
 //!
 //! `cargo run --release -p harness-store --example store_load [STORE_URL] [SECONDS]`
 //! (default: a fresh SQLite file, 5 s). See docs/performance.md.
@@ -34,18 +35,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn one_task(store: Store, task_id: String, length: Duration) -> Result<u64, harness_store::StoreError> {
-    let mut task = Task { id: task_id.clone(), context_id: "load".into(), ..Default::default() };
+    let task = Task { id: task_id.clone(), context_id: "load".into(), ..Default::default() };
     let event = |key: String, state: TaskState, snapshot: Option<Task>| NewEvent {
-        task_id: task_id.clone(),
-        key,
-        event: StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: task_id.clone(),
-            context_id: "load".into(),
-            status: TaskStatus { state, message: None, timestamp: Some(now_timestamp()) },
-            metadata: None,
-        }),
         snapshot,
-        task_queue: "load".into(),
+        ..NewEvent::new(
+            task_id.clone(),
+            key,
+            StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: task_id.clone(),
+                context_id: "load".into(),
+                status: TaskStatus { state, message: None, timestamp: Some(now_timestamp()) },
+                metadata: None,
+            }),
+            "load",
+        )
     };
     let opened = NewEvent {
         event: StreamResponse::Task(task.clone()),
@@ -59,11 +62,13 @@ async fn one_task(store: Store, task_id: String, length: Duration) -> Result<u64
         let request = format!("{task_id}-{n}");
         store.record_inbox(&request, &task_id, &message, InboxOutcome::Received).await?;
         store.set_inbox_outcome(&request, InboxOutcome::Accepted).await?;
-        task.history.push(message);
-        store.append(&event(format!("working-{n}"), TaskState::Working, None)).await?;
+        let at = 2 * n as i64;
+        let working = event(format!("working-{n}"), TaskState::Working, None);
+        store.append(&NewEvent { history: vec![message], history_from: at, ..working }).await?;
         store.append(&event(format!("chunk-{n}"), TaskState::Working, None)).await?;
-        task.history.push(Message::agent_text(format!("out-{n}"), "a reply of a moderate length, like a model's"));
-        store.append(&event(format!("final-{n}"), TaskState::InputRequired, Some(task.clone()))).await?;
+        let reply = Message::agent_text(format!("out-{n}"), "a reply of a moderate length, like a model's");
+        let last = event(format!("final-{n}"), TaskState::InputRequired, Some(task.clone()));
+        store.append(&NewEvent { history: vec![reply], history_from: at + 1, ..last }).await?;
         n += 1;
     }
     Ok(n)

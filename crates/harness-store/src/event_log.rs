@@ -6,8 +6,9 @@
 //! row's lock keeps the log gap-free and in commit order whoever writes, and the
 //! terminal fence guarantees nothing lands after CANCELED/COMPLETED.
 
+use crate::history::Changes;
 use crate::{Store, StoreError, now};
-use a2a_types::{StreamResponse, Task, TaskState};
+use a2a_types::{Artifact, Message, StreamResponse, Task, TaskState};
 use sqlx::{AnyConnection, Row};
 
 /// An event to append.
@@ -17,10 +18,39 @@ pub struct NewEvent {
     /// Idempotency key, unique per task (a retried append returns the first seq).
     pub key: String,
     pub event: StreamResponse,
-    /// The task snapshot after this event, stored for reads once the workflow is gone.
+    /// The task after this event, stored for reads once the workflow is gone: its head
+    /// (id, context, status, metadata) in the task's row; a history or artifacts it carries
+    /// are stored as if given below (the history from index 0).
     pub snapshot: Option<Task>,
+    /// Messages added to the task's history since the event before, the first at index
+    /// `history_from`.
+    pub history: Vec<Message>,
+    pub history_from: i64,
+    /// Artifacts added or changed since the event before, each with its place in the task.
+    pub artifacts: Vec<(i64, Artifact)>,
     /// The task queue that owns the task (S19).
     pub task_queue: String,
+}
+
+impl NewEvent {
+    /// An event that changes nothing but the log (and the status it carries).
+    pub fn new(
+        task_id: impl Into<String>,
+        key: impl Into<String>,
+        event: StreamResponse,
+        task_queue: impl Into<String>,
+    ) -> Self {
+        Self {
+            task_id: task_id.into(),
+            key: key.into(),
+            event,
+            snapshot: None,
+            history: Vec::new(),
+            history_from: 0,
+            artifacts: Vec::new(),
+            task_queue: task_queue.into(),
+        }
+    }
 }
 
 /// The result of an append.
@@ -93,8 +123,10 @@ struct Fields {
     /// so reads between snapshots (ListTasks) show the current status.
     status: String,
     status_ts: String,
+    /// The snapshot's head (no history, no artifacts: those are `changes`).
     snapshot: String,
     context_id: String,
+    changes: Changes,
 }
 
 impl Fields {
@@ -115,8 +147,9 @@ impl Fields {
             ts,
             status,
             status_ts,
-            snapshot: e.snapshot.as_ref().map(serde_json::to_string).transpose()?.unwrap_or_default(),
+            snapshot: e.snapshot.as_ref().map(|t| serde_json::to_string(&t.head())).transpose()?.unwrap_or_default(),
             context_id: e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default(),
+            changes: Changes::of(e)?,
         })
     }
 }
@@ -155,6 +188,7 @@ async fn append(
     if let Some(row) = taken {
         let seq: i64 = row.try_get("last_seq")?;
         insert_event(seq).execute(&mut *conn).await?;
+        fields.changes.write(conn, &task_id).await?;
         return Ok(Appended { seq, new: true });
     }
     // Otherwise nothing was written yet: a task's first event, a retried key, or a closed task.
@@ -187,6 +221,7 @@ async fn append(
     let seq = last_seq + 1;
     insert_event(seq).execute(&mut *conn).await?;
     update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
+    fields.changes.write(conn, &task_id).await?;
     Ok(Appended { seq, new: true })
 }
 
@@ -241,8 +276,10 @@ impl Store {
         }))
     }
 
-    /// The stored row of a task, when its log has begun and a snapshot was written.
-    pub async fn task(&self, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
+    /// The stored row of a task, when its log has begun and a snapshot was written: its
+    /// head with all its artifacts and the newest `history_length` messages of its history
+    /// (all of them when `None`, none for `Some(0)`).
+    pub async fn task(&self, task_id: &str, history_length: Option<i32>) -> Result<Option<TaskRow>, StoreError> {
         let Some(r) = sqlx::query("SELECT snapshot, state, last_seq, task_queue FROM tasks WHERE task_id = $1")
             .bind(task_id)
             .fetch_optional(self.reads())
@@ -259,6 +296,7 @@ impl Store {
         let state: TaskState = state.parse().unwrap_or_default();
         // The snapshot is written with status events; a later event may have moved the state.
         task.status.state = state;
+        self.fill(std::slice::from_mut(&mut task), history_length, true).await?;
         Ok(Some(TaskRow { task, state, last_seq: r.try_get("last_seq")?, task_queue: r.try_get("task_queue")? }))
     }
 }
@@ -277,6 +315,9 @@ pub struct TaskQuery {
     /// Only tasks this participant is on, when given (S13).
     pub participant: Option<String>,
     pub limit: i64,
+    /// The newest messages of each task's history to include (all when `None`).
+    pub history_length: Option<i32>,
+    pub include_artifacts: bool,
 }
 
 /// One page of tasks, newest status first.
@@ -360,6 +401,7 @@ impl Store {
             }
             tasks.push(task);
         }
+        self.fill(&mut tasks, q.history_length, q.include_artifacts).await?;
         Ok(TaskPage { tasks, total, next })
     }
 
@@ -407,7 +449,7 @@ mod tests {
     }
 
     fn new(task_id: &str, key: &str, event: StreamResponse) -> NewEvent {
-        NewEvent { task_id: task_id.into(), key: key.into(), event, snapshot: None, task_queue: "q".into() }
+        NewEvent::new(task_id, key, event, "q")
     }
 
     async fn sqlite() -> (Store, tempfile::TempDir) {
@@ -446,6 +488,110 @@ mod tests {
     on_both!(a_failed_write_is_reported_and_the_writer_goes_on, failed_write);
     on_both!(list_tasks_pages_newest_first_filters_and_shows_the_current_status, list_tasks_paging);
     on_both!(push_configs_and_participants_round_trip, push_and_participants);
+    on_both!(history_and_artifacts_are_stored_one_row_each_and_read_back_whole, history_rows);
+    on_both!(snapshots_stored_whole_by_an_older_version_are_split_once, split_chore);
+
+    fn message(id: &str) -> a2a_types::Message {
+        a2a_types::Message::agent_text(id, id)
+    }
+
+    fn artifact(id: &str, text: &str) -> Artifact {
+        Artifact { artifact_id: id.into(), parts: vec![a2a_types::Part::text(text)], ..Default::default() }
+    }
+
+    fn ids(history: &[a2a_types::Message]) -> Vec<&str> {
+        history.iter().map(|m| m.message_id.as_str()).collect()
+    }
+
+    async fn raw_snapshot(store: &Store, task_id: &str) -> String {
+        sqlx::query("SELECT snapshot FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_one(store.reads())
+            .await
+            .unwrap()
+            .try_get("snapshot")
+            .unwrap()
+    }
+
+    async fn history_rows(store: Store) {
+        // The Task event carries a whole task: its one message counts from index 0.
+        let mut open = opened("t", "c", "2026-01-01T00:00:01.000Z", "q");
+        open.snapshot.as_mut().unwrap().history.push(message("m0"));
+        store.append(&open).await.unwrap();
+        let turn = |key: &str, from: i64, history: Vec<a2a_types::Message>, artifacts: Vec<(i64, Artifact)>| NewEvent {
+            history,
+            history_from: from,
+            artifacts,
+            ..new("t", key, status("t", TaskState::Working))
+        };
+        store.append(&turn("w1", 1, vec![message("m1")], vec![])).await.unwrap();
+        store.append(&turn("f1", 2, vec![message("m2")], vec![(0, artifact("a", "one"))])).await.unwrap();
+        // A retried event writes nothing twice; an artifact changed later keeps its place.
+        let again = store.append(&turn("f1", 2, vec![message("m2")], vec![(0, artifact("a", "one"))])).await.unwrap();
+        assert!(!again.new);
+        let changed = vec![(1, artifact("b", "two")), (0, artifact("a", "one, then more"))];
+        store.append(&turn("f2", 3, vec![message("m3")], changed)).await.unwrap();
+
+        let whole = store.task("t", None).await.unwrap().unwrap().task;
+        assert_eq!(ids(&whole.history), ["m0", "m1", "m2", "m3"]);
+        assert_eq!(whole.artifacts, vec![artifact("a", "one, then more"), artifact("b", "two")]);
+        assert_eq!(ids(&store.task("t", Some(2)).await.unwrap().unwrap().task.history), ["m2", "m3"]);
+        assert!(store.task("t", Some(0)).await.unwrap().unwrap().task.history.is_empty());
+        let raw = raw_snapshot(&store, "t").await;
+        assert!(!raw.contains("m0") && !raw.contains("one"), "the row keeps the task's head only: {raw}");
+        // What a model turn reads of the conversation before index 3.
+        assert_eq!(ids(&store.history("t", 3, None).await.unwrap()), ["m0", "m1", "m2"]);
+        assert_eq!(ids(&store.history("t", 3, Some(1)).await.unwrap()), ["m2"]);
+
+        let mut other = opened("u", "c", "2026-01-01T00:00:00.000Z", "q");
+        other.snapshot.as_mut().unwrap().history.push(message("u0"));
+        store.append(&other).await.unwrap();
+        let q = TaskQuery { task_queue: "q".into(), limit: 10, history_length: Some(1), ..Default::default() };
+        let page = store.list_tasks(&q).await.unwrap();
+        let listed: Vec<(&str, Vec<&str>, usize)> =
+            page.tasks.iter().map(|t| (t.id.as_str(), ids(&t.history), t.artifacts.len())).collect();
+        assert_eq!(listed, [("t", vec!["m3"], 0), ("u", vec!["u0"], 0)], "newest messages, no artifacts unless asked");
+        let all = TaskQuery { history_length: None, include_artifacts: true, ..q };
+        let page = store.list_tasks(&all).await.unwrap();
+        assert_eq!((ids(&page.tasks[0].history).len(), page.tasks[0].artifacts.len()), (4, 2));
+    }
+
+    async fn split_chore(store: Store) {
+        // A row as an older version stored it: the whole task in its snapshot.
+        let task = Task {
+            id: "old".into(),
+            context_id: "c".into(),
+            status: TaskStatus { state: TaskState::InputRequired, ..Default::default() },
+            history: vec![message("m0"), message("m1")],
+            artifacts: vec![artifact("reply-1", "hello")],
+            metadata: None,
+        };
+        sqlx::query(
+            "INSERT INTO tasks (task_id, context_id, state, task_queue, snapshot, last_seq) \
+             VALUES ('old', 'c', 'TASK_STATE_INPUT_REQUIRED', 'q', $1, 3)",
+        )
+        .bind(serde_json::to_string(&task).unwrap())
+        .execute(store.reads())
+        .await
+        .unwrap();
+        sqlx::query("INSERT INTO store_chores (chore) VALUES ('split-snapshots')")
+            .execute(store.reads())
+            .await
+            .unwrap();
+        store.run_chores().await.unwrap();
+        assert_eq!(store.task("old", None).await.unwrap().unwrap().task, task, "nothing was lost");
+        assert_eq!(raw_snapshot(&store, "old").await, serde_json::to_string(&task.head()).unwrap());
+        let left = sqlx::query("SELECT chore FROM store_chores").fetch_all(store.reads()).await.unwrap();
+        assert!(left.is_empty(), "the chore runs once");
+        // The next message goes on from index 2.
+        let next = NewEvent {
+            history: vec![message("m2")],
+            history_from: 2,
+            ..new("old", "w", status("old", TaskState::Working))
+        };
+        store.append(&next).await.unwrap();
+        assert_eq!(ids(&store.task("old", None).await.unwrap().unwrap().task.history), ["m0", "m1", "m2"]);
+    }
 
     async fn push_and_participants(store: Store) {
         let row =
@@ -536,13 +682,7 @@ mod tests {
             status: TaskStatus { state: TaskState::Submitted, timestamp: Some(ts.into()), ..Default::default() },
             ..Default::default()
         };
-        NewEvent {
-            task_id: task_id.into(),
-            key: "open".into(),
-            event: StreamResponse::Task(task.clone()),
-            snapshot: Some(task),
-            task_queue: queue.into(),
-        }
+        NewEvent { snapshot: Some(task.clone()), ..NewEvent::new(task_id, "open", StreamResponse::Task(task), queue) }
     }
 
     async fn list_tasks_paging(store: Store) {

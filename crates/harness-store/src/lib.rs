@@ -1,5 +1,6 @@
 //! The SQL store (D1, D2): the durable event log of every task, the task snapshots it
-//! folds into, and the inbox audit (S5).
+//! folds into (each task's head in its row, its history and artifacts one row each), and
+//! the inbox audit (S5).
 //!
 //! Owns: the schema (one migration set for SQLite and Postgres), the per-task sequence
 //! allocation that keeps the log gap-free, and the in-process wake-ups of stream readers.
@@ -7,6 +8,7 @@
 //! fence that refuses events after a terminal one.
 
 mod event_log;
+mod history;
 mod inbox;
 mod notifier;
 mod participants;
@@ -112,7 +114,9 @@ impl Store {
                 (Writes::Pool(pool.clone()), pool)
             }
         };
-        Ok(Self { writes, reads, notifier: Notifier::default(), kind })
+        let store = Self { writes, reads, notifier: Notifier::default(), kind };
+        store.run_chores().await?;
+        Ok(store)
     }
 
     /// The database behind this store.

@@ -1,6 +1,6 @@
 //! Inputs and outputs of `TaskWorkflow`'s handlers and activities (one struct each).
 
-use a2a_types::{Message, StreamResponse, Task, TaskState};
+use a2a_types::{Artifact, Message, StreamResponse, Task, TaskState};
 use serde::{Deserialize, Serialize};
 
 /// How a task ends (D5).
@@ -75,14 +75,26 @@ pub struct CancelRequest {
     pub reason: String,
 }
 
-/// `emit_event`'s input.
+/// `emit_event`'s input. Its size does not grow with the conversation: the snapshot is the
+/// task's head, and the history and artifacts travel as what changed since the event before.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EmitInput {
     pub task_id: String,
     pub task_queue: String,
     pub key: String,
     pub event: StreamResponse,
+    /// The task's head (no history, no artifacts) after a final status or the Task. (A
+    /// workflow recorded before the history was stored by rows sends the whole task; the
+    /// store takes its history and artifacts as changes from index 0.)
     pub snapshot: Option<Task>,
+    /// Messages added to the history since the event before, the first at `history_from`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Message>,
+    #[serde(default)]
+    pub history_from: u32,
+    /// Artifacts added or changed since the event before, each with its place in the task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<(u32, Artifact)>,
 }
 
 /// `call_model`'s input: one turn.
@@ -94,8 +106,13 @@ pub struct ModelTurn {
     pub model: String,
     pub turn: u32,
     pub artifact_id: String,
-    /// The conversation so far, the newest user message last.
+    /// The conversation up to this turn's message (the last), from index `history_from` on:
+    /// `call_model` reads the messages before that from the store, which has every message
+    /// added before the event before the turn (WORKING stores the turn's own, so this is
+    /// usually empty). A turn scheduled by an older worker sends it all.
     pub history: Vec<Message>,
+    #[serde(default)]
+    pub history_from: u32,
 }
 
 /// `call_model`'s result.

@@ -26,17 +26,30 @@ use temporalio_sdk::{
 /// ends (TEMPORAL-RUST.md item 2).
 const UNOPENED_IDLE: Duration = Duration::from_secs(600);
 
+/// The patch under which events carry what changed of the history and artifacts, and a
+/// turn's model input names where its message ends (docs/event-log.md). A run recorded
+/// before it sends whole snapshots and whole histories to its end.
+const HISTORY_BY_ROW: &str = "history-by-row";
+
 #[workflow]
 pub struct TaskWorkflow {
     input: TaskInput,
     task: Task,
-    mailbox: VecDeque<InboxItem>,
+    /// Messages accepted and not yet taken by a turn, each with its place in `task.history`.
+    mailbox: VecDeque<(usize, InboxItem)>,
     /// The newest seq this workflow knows was appended.
     last_seq: i64,
     /// Counter of this workflow's own event keys (`wf-<n>`).
     next_key: u64,
     turn: u32,
     cancel: Option<CancelRequest>,
+    /// Whether this run stores the history by row ([`HISTORY_BY_ROW`]).
+    by_row: bool,
+    /// How much of `task.history` the store has: every event carries the messages added
+    /// since the one before (EmitInput).
+    stored_history: usize,
+    /// Ids of the artifacts added or changed since the last event.
+    changed_artifacts: Vec<String>,
 }
 
 #[workflow_methods]
@@ -50,11 +63,24 @@ impl TaskWorkflow {
             metadata: input.metadata.clone(),
             ..Default::default()
         };
-        Self { input, task, mailbox: VecDeque::new(), last_seq: 0, next_key: 0, turn: 0, cancel: None }
+        Self {
+            input,
+            task,
+            mailbox: VecDeque::new(),
+            last_seq: 0,
+            next_key: 0,
+            turn: 0,
+            cancel: None,
+            by_row: false,
+            stored_history: 0,
+            changed_artifacts: Vec::new(),
+        }
     }
 
     #[run(name = "TaskWorkflow")]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TaskState> {
+        let by_row = ctx.patched(HISTORY_BY_ROW);
+        ctx.state_mut(|s| s.by_row = by_row);
         let opened = {
             let idle = ctx.timer(UNOPENED_IDLE);
             let mut idle = std::pin::pin!(idle);
@@ -75,7 +101,8 @@ impl TaskWorkflow {
             s.task.status.timestamp = opened_at;
             s.task.clone()
         });
-        emit(ctx, StreamResponse::Task(task.clone()), Some(task)).await?;
+        let head = task.head();
+        emit(ctx, StreamResponse::Task(task), Some(head)).await?;
 
         loop {
             ctx.wait_condition(|s| !s.mailbox.is_empty() || s.cancel.is_some()).await?;
@@ -83,7 +110,7 @@ impl TaskWorkflow {
                 set_status(ctx, TaskState::Canceled, None, None).await?;
                 break;
             }
-            let Some(item) = ctx.state_mut(|s| s.mailbox.pop_front()) else { continue };
+            let Some((position, item)) = ctx.state_mut(|s| s.mailbox.pop_front()) else { continue };
             let turn = ctx.state_mut(|s| {
                 s.turn += 1;
                 s.turn
@@ -95,14 +122,21 @@ impl TaskWorkflow {
                 set_status(ctx, TaskState::Working, None, None).await?;
             }
 
-            let model_turn = ctx.state(|s| ModelTurn {
-                task_id: s.input.task_id.clone(),
-                context_id: s.input.context_id.clone(),
-                task_queue: s.input.task_queue.clone(),
-                model: s.input.model.clone(),
-                turn,
-                artifact_id: format!("reply-{turn}"),
-                history: s.task.history.clone(),
+            // The conversation up to this turn's message; what the store already has is
+            // read from there by `call_model`.
+            let model_turn = ctx.state(|s| {
+                let upto = if s.by_row { position + 1 } else { s.task.history.len() };
+                let from = if s.by_row { s.stored_history.min(upto) } else { 0 };
+                ModelTurn {
+                    task_id: s.input.task_id.clone(),
+                    context_id: s.input.context_id.clone(),
+                    task_queue: s.input.task_queue.clone(),
+                    model: s.input.model.clone(),
+                    turn,
+                    artifact_id: format!("reply-{turn}"),
+                    history: s.task.history[from..upto].to_vec(),
+                    history_from: from as u32,
+                }
             });
             let artifact_id = model_turn.artifact_id.clone();
             let outcome = if ctx.state(|s| s.input.instant_model) {
@@ -137,6 +171,7 @@ impl TaskWorkflow {
                         .then(|| Message::agent_text(format!("{task_id}:reply:{turn}"), status_text));
                     ctx.state_mut(|s| {
                         if !reply.text.is_empty() {
+                            s.changed_artifacts.push(artifact_id.clone());
                             s.task.artifacts.push(Artifact {
                                 artifact_id,
                                 name: "reply".into(),
@@ -145,6 +180,7 @@ impl TaskWorkflow {
                             });
                         }
                         for artifact in reply.artifacts {
+                            s.changed_artifacts.push(artifact.artifact_id.clone());
                             match s.task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
                                 Some(existing) => *existing = artifact,
                                 None => s.task.artifacts.push(artifact),
@@ -232,7 +268,7 @@ impl TaskWorkflow {
         message.task_id = self.task.id.clone();
         message.context_id = self.task.context_id.clone();
         self.task.history.push(message.clone());
-        self.mailbox.push_back(InboxItem { message, ..item });
+        self.mailbox.push_back((self.task.history.len() - 1, InboxItem { message, ..item }));
         let opened = self.last_seq == 0 && self.task.history.len() == 1;
         Receipt {
             accepted: true,
@@ -327,7 +363,7 @@ async fn set_status(
             status: s.task.status.clone(),
             metadata,
         });
-        (event, s.task.clone())
+        (event, s.task.head())
     });
     // The stored snapshot serves reads once the workflow is gone; the final status of a
     // turn (and a terminal one) is what such a read must see. WORKING updates the state only.
@@ -343,12 +379,38 @@ async fn emit(
 ) -> WorkflowResult<()> {
     let input = ctx.state_mut(|s| {
         s.next_key += 1;
+        if !s.by_row {
+            s.changed_artifacts.clear();
+            return EmitInput {
+                task_id: s.input.task_id.clone(),
+                task_queue: s.input.task_queue.clone(),
+                key: format!("wf-{}", s.next_key),
+                event,
+                snapshot: snapshot.map(|_| s.task.clone()),
+                history: Vec::new(),
+                history_from: 0,
+                artifacts: Vec::new(),
+            };
+        }
+        let history_from = s.stored_history;
+        s.stored_history = s.task.history.len();
+        let mut artifacts = Vec::new();
+        for id in std::mem::take(&mut s.changed_artifacts) {
+            if let Some(i) = s.task.artifacts.iter().position(|a| a.artifact_id == id)
+                && !artifacts.iter().any(|(j, _)| *j == i as u32)
+            {
+                artifacts.push((i as u32, s.task.artifacts[i].clone()));
+            }
+        }
         EmitInput {
             task_id: s.input.task_id.clone(),
             task_queue: s.input.task_queue.clone(),
             key: format!("wf-{}", s.next_key),
             event,
             snapshot,
+            history: s.task.history[history_from..].to_vec(),
+            history_from: history_from as u32,
+            artifacts,
         }
     });
     let seq = ctx

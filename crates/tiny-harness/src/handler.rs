@@ -126,9 +126,9 @@ impl HarnessHandler {
         })
     }
 
-    /// The stored row of a task, or TaskNotFound.
-    async fn row(&self, task_id: &str) -> Result<Option<TaskRow>, A2AError> {
-        self.store.task(task_id).await.map_err(store_error)
+    /// The stored row of a task with the newest `history_length` messages (all: `None`).
+    async fn row(&self, task_id: &str, history_length: Option<i32>) -> Result<Option<TaskRow>, A2AError> {
+        self.store.task(task_id, history_length).await.map_err(store_error)
     }
 
     /// Audits a refused message and returns the refusal.
@@ -186,7 +186,7 @@ impl HarnessHandler {
         } else {
             let task_id = message.task_id.clone();
             let head = if want_snapshot {
-                self.row(&task_id).await?.map(|row| {
+                self.row(&task_id, None).await?.map(|row| {
                     let head = TaskHead {
                         state: row.state,
                         context_id: row.task.context_id.clone(),
@@ -358,13 +358,19 @@ impl HarnessHandler {
     }
 
     /// Reads a task's log from `after` until `stop`, then answers with the stored task (the
-    /// snapshot written with that final event).
-    async fn task_after(&self, task_id: &str, after: i64, stop: StopAt) -> Result<Task, A2AError> {
+    /// snapshot written with that final event) and the newest `history_length` messages.
+    async fn task_after(
+        &self,
+        task_id: &str,
+        after: i64,
+        stop: StopAt,
+        history_length: Option<i32>,
+    ) -> Result<Task, A2AError> {
         let mut events = self.log_stream(task_id.to_string(), after, stop);
         while let Some(event) = events.next().await {
             event?;
         }
-        self.row(task_id).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id))
+        self.row(task_id, history_length).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id))
     }
 
     /// The task right after a message was accepted: the receipt's snapshot when the message
@@ -526,9 +532,10 @@ impl HarnessHandler {
         })
     }
 
-    /// The task as its workflow sees it, or the store's copy once the workflow is gone.
-    async fn current_task(&self, task_id: &str) -> Result<Task, A2AError> {
-        let row = self.row(task_id).await?;
+    /// The task as its workflow sees it, or the store's copy once the workflow is gone
+    /// (with the newest `history_length` messages; the workflow's copy has them all).
+    async fn current_task(&self, task_id: &str, history_length: Option<i32>) -> Result<Task, A2AError> {
+        let row = self.row(task_id, history_length).await?;
         if let Some(row) = &row
             && row.state.is_terminal()
         {
@@ -559,7 +566,8 @@ impl RequestHandler for HarnessHandler {
             return Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)));
         }
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
-        let task = self.task_after(&accepted.task_id, accepted.receipt.cursor, StopAt::Final).await?;
+        let task =
+            self.task_after(&accepted.task_id, accepted.receipt.cursor, StopAt::Final, config.history_length).await?;
         Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)))
     }
 
@@ -586,14 +594,14 @@ impl RequestHandler for HarnessHandler {
         }
         let caller = self.caller(ctx, &[]).await?;
         self.check_access(&caller, &req.id, Access::Read).await?;
-        Ok(self.current_task(&req.id).await?.with_history_length(req.history_length))
+        Ok(self.current_task(&req.id, req.history_length).await?.with_history_length(req.history_length))
     }
 
     async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError> {
         validate::task_id(&req.id, "id")?;
         let caller = self.caller(ctx, &[req.metadata.as_ref()]).await?;
         self.check_access(&caller, &req.id, Access::Cancel).await?;
-        let task = self.current_task(&req.id).await?;
+        let task = self.current_task(&req.id, None).await?;
         let not_cancelable = |state: TaskState| {
             A2AError::new(ErrorKind::TaskNotCancelable, terminal_refusal(state))
                 .with("taskId", &req.id)
@@ -602,7 +610,7 @@ impl RequestHandler for HarnessHandler {
         if task.status.state.is_terminal() {
             return Err(not_cancelable(task.status.state));
         }
-        let after = self.row(&req.id).await?.map_or(0, |r| r.last_seq);
+        let after = self.store.task_head(&req.id).await.map_err(store_error)?.map_or(0, |h| h.last_seq);
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(req.id.clone());
         let reason = CancelRequest { reason: "CancelTask".into() };
         match self
@@ -611,7 +619,7 @@ impl RequestHandler for HarnessHandler {
         {
             Ok(()) => {}
             Err(e) => {
-                if let Some(row) = self.row(&req.id).await?
+                if let Some(row) = self.store.task_head(&req.id).await.map_err(store_error)?
                     && row.state.is_terminal()
                 {
                     return Err(not_cancelable(row.state));
@@ -619,14 +627,14 @@ impl RequestHandler for HarnessHandler {
                 return Err(A2AError::internal(format!("could not cancel task {}: {e}", req.id)));
             }
         }
-        self.bounded("the cancellation", self.task_after(&req.id, after, StopAt::Terminal)).await?
+        self.bounded("the cancellation", self.task_after(&req.id, after, StopAt::Terminal, None)).await?
     }
 
     async fn subscribe_to_task(&self, ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError> {
         validate::task_id(&req.id, "id")?;
         let caller = self.caller(ctx, &[]).await?;
         self.check_access(&caller, &req.id, Access::Read).await?;
-        let task = self.current_task(&req.id).await?;
+        let task = self.current_task(&req.id, Some(0)).await?;
         if task.status.state.is_terminal() {
             return Err(A2AError::unsupported(format!(
                 "{}; subscribing needs a task that has not ended",
@@ -654,21 +662,12 @@ impl RequestHandler for HarnessHandler {
             after,
             limit: i64::from(page_size),
             participant,
+            history_length: req.history_length,
+            include_artifacts: req.include_artifacts.unwrap_or(false),
         };
         let page = self.store.list_tasks(&query).await.map_err(store_error)?;
-        let include_artifacts = req.include_artifacts.unwrap_or(false);
-        let tasks = page
-            .tasks
-            .into_iter()
-            .map(|mut t| {
-                if !include_artifacts {
-                    t.artifacts.clear();
-                }
-                t.with_history_length(req.history_length)
-            })
-            .collect();
         Ok(ListTasksResponse {
-            tasks,
+            tasks: page.tasks,
             next_page_token: page.next.map(|(ts, id)| encode_page_token(&ts, &id)).unwrap_or_default(),
             page_size,
             total_size: i32::try_from(page.total).unwrap_or(i32::MAX),

@@ -8,7 +8,7 @@
 
 use crate::models::{ModelEvent, ModelRegistry, ModelRequest};
 use crate::{ModelReply, ModelTurn};
-use a2a_types::{Artifact, Part, StreamResponse, TaskArtifactUpdateEvent};
+use a2a_types::{Artifact, Message, Part, StreamResponse, TaskArtifactUpdateEvent};
 use futures::StreamExt;
 use harness_store::{NewEvent, Store, StoreError};
 use temporalio_common::error::ApplicationFailure;
@@ -27,7 +27,8 @@ pub(super) async fn run(
             input.model
         )))
     })?;
-    let request = ModelRequest { history: input.history.clone(), turn: input.turn };
+    let request =
+        ModelRequest { history: conversation(store, provider.history_window(), &input).await?, turn: input.turn };
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
     let mut reply = ModelReply::default();
     let mut pending: Option<String> = None;
@@ -73,6 +74,23 @@ pub(super) async fn run(
     Ok(reply)
 }
 
+/// The conversation up to this turn's message, at most the provider's window of it: the
+/// turn's own messages, after what the store has of the rest.
+async fn conversation(store: &Store, window: Option<usize>, turn: &ModelTurn) -> Result<Vec<Message>, ActivityError> {
+    let wanted = window.unwrap_or(usize::MAX);
+    let given = &turn.history[turn.history.len().saturating_sub(wanted)..];
+    let before = wanted - given.len();
+    if before == 0 || turn.history_from == 0 {
+        return Ok(given.to_vec());
+    }
+    let mut history = store
+        .history(&turn.task_id, i64::from(turn.history_from), window.map(|_| before))
+        .await
+        .map_err(|e| ActivityError::application(ApplicationFailure::new(e)))?;
+    history.extend_from_slice(given);
+    Ok(history)
+}
+
 /// Adds an artifact update to the artifacts of a reply: appended parts join the artifact
 /// with the same id, anything else replaces or adds it.
 fn merge_artifact(artifacts: &mut Vec<Artifact>, artifact: Artifact, append: bool) {
@@ -112,8 +130,7 @@ async fn append_event(
     key: String,
     event: StreamResponse,
 ) -> Result<(), ActivityError> {
-    let new =
-        NewEvent { task_id: turn.task_id.clone(), key, event, snapshot: None, task_queue: turn.task_queue.clone() };
+    let new = NewEvent::new(turn.task_id.clone(), key, event, turn.task_queue.clone());
     match store.append(&new).await {
         Ok(_) => Ok(()),
         // The task ended under us (cancel, control): stop streaming.
@@ -125,4 +142,50 @@ async fn append_event(
 fn model_failure(e: crate::models::ModelError) -> ActivityError {
     let failure = if e.retryable { ApplicationFailure::new(e) } else { ApplicationFailure::non_retryable(e) };
     ActivityError::application(failure)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(history: &[&str], history_from: u32) -> ModelTurn {
+        ModelTurn {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            task_queue: "q".into(),
+            model: "any".into(),
+            turn: 3,
+            artifact_id: "reply-3".into(),
+            history: history.iter().map(|id| Message::agent_text(*id, *id)).collect(),
+            history_from,
+        }
+    }
+
+    fn ids(messages: &[Message]) -> Vec<&str> {
+        messages.iter().map(|m| m.message_id.as_str()).collect()
+    }
+
+    /// A turn reads the conversation before its own messages from the store, as much of it
+    /// as the provider's window asks for.
+    #[tokio::test]
+    async fn a_turn_reads_what_its_input_lacks_from_the_store_up_to_the_providers_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.path().join("s.db").display())).await.unwrap();
+        let stored: Vec<Message> = ["m0", "m1", "m2", "m3"].iter().map(|id| Message::agent_text(*id, *id)).collect();
+        let event =
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent { task_id: "t".into(), ..Default::default() });
+        store.append(&NewEvent { history: stored, ..NewEvent::new("t", "k", event, "q") }).await.unwrap();
+
+        let whole = conversation(&store, None, &turn(&["m4"], 4)).await.unwrap();
+        assert_eq!(ids(&whole), ["m0", "m1", "m2", "m3", "m4"]);
+        let window = conversation(&store, Some(3), &turn(&["m4"], 4)).await.unwrap();
+        assert_eq!(ids(&window), ["m2", "m3", "m4"]);
+        // A message the store does not have yet (a turn without WORKING) comes in the input.
+        let two_given = conversation(&store, Some(3), &turn(&["m3", "m4"], 3)).await.unwrap();
+        assert_eq!(ids(&two_given), ["m2", "m3", "m4"]);
+        // The turn's message alone: nothing read. A turn from an older worker carries it all.
+        assert_eq!(ids(&conversation(&store, Some(1), &turn(&["m4"], 4)).await.unwrap()), ["m4"]);
+        let old = conversation(&store, None, &turn(&["x0", "x1"], 0)).await.unwrap();
+        assert_eq!(ids(&old), ["x0", "x1"]);
+    }
 }

@@ -14,11 +14,11 @@ pub(super) async fn run(
     input: EmitInput,
 ) -> Result<i64, ActivityError> {
     let event = NewEvent {
-        task_id: input.task_id,
-        key: input.key,
-        event: input.event,
         snapshot: input.snapshot,
-        task_queue: input.task_queue,
+        history: input.history,
+        history_from: i64::from(input.history_from),
+        artifacts: input.artifacts.into_iter().map(|(i, a)| (i64::from(i), a)).collect(),
+        ..NewEvent::new(input.task_id, input.key, input.event, input.task_queue)
     };
     match store.append(&event).await {
         Ok(appended) => {

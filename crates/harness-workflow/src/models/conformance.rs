@@ -124,6 +124,11 @@ pub const RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(4);
 
 #[async_trait::async_trait]
 impl ModelProvider for ConformanceModel {
+    /// It answers the turn's message alone.
+    fn history_window(&self) -> Option<usize> {
+        Some(1)
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
         let message = last_user_message(&request.history);
         let id = message.map(|m| m.message_id.clone()).unwrap_or_default();

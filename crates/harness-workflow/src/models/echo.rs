@@ -27,6 +27,11 @@ pub fn split_words(text: &str) -> Vec<String> {
 
 #[async_trait::async_trait]
 impl ModelProvider for EchoModel {
+    /// It answers the turn's message alone.
+    fn history_window(&self) -> Option<usize> {
+        Some(1)
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
         let reply = format!("echo: {}", last_user_text(&request.history));
         Ok(futures::stream::iter(split_words(&reply).into_iter().map(|w| Ok(ModelEvent::Text(w)))).boxed())

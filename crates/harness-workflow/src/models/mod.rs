@@ -22,7 +22,8 @@ use std::sync::Arc;
 /// What a provider is asked: one turn of a conversation.
 #[derive(Clone, Debug)]
 pub struct ModelRequest {
-    /// The conversation so far, the newest user message last.
+    /// The conversation up to this turn's message (the last), at most the provider's
+    /// [`ModelProvider::history_window`] of it.
     pub history: Vec<Message>,
     /// The turn number (1 for the first), stable across retries of the same turn.
     pub turn: u32,
@@ -74,6 +75,12 @@ pub trait ModelProvider: Send + Sync {
     /// once (TEMPORAL-RUST.md item 8).
     fn is_instant(&self) -> bool {
         false
+    }
+
+    /// How many of the conversation's newest messages the provider reads (`None`: all of
+    /// them). Echo, scripted and the conformance profile answer the turn's message alone.
+    fn history_window(&self) -> Option<usize> {
+        None
     }
 }
 

@@ -85,6 +85,11 @@ impl ScriptedModel {
 
 #[async_trait::async_trait]
 impl ModelProvider for ScriptedModel {
+    /// It answers the turn's message alone.
+    fn history_window(&self) -> Option<usize> {
+        Some(1)
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
         let reply = self.pick(&request);
         if let Some(message) = reply.fail {

@@ -1,0 +1,212 @@
+//! A task's history and artifacts: one row per message (`task_history`, by index) and one
+//! per artifact (`task_artifacts`, by id, in the order the artifacts first appeared). An
+//! event carries only what changed since the event before it, so storing a turn costs the
+//! same in a long conversation as in a short one; reads put the task back together from its
+//! row's snapshot (the task's head) and these rows (docs/event-log.md).
+
+use crate::event_log::NewEvent;
+use crate::{Store, StoreError};
+use a2a_types::{Message, Task};
+use sqlx::{AnyConnection, Row};
+use std::collections::HashMap;
+
+/// What an event adds to its task's history and artifacts, serialised before the writer
+/// is taken.
+#[derive(Default)]
+pub(crate) struct Changes {
+    /// (index, message JSON)
+    messages: Vec<(i64, String)>,
+    /// (index, artifact id, artifact JSON)
+    artifacts: Vec<(i64, String, String)>,
+}
+
+impl Changes {
+    /// The event's changes; a snapshot that still carries a history or artifacts (a whole
+    /// task) counts them as changes from index 0.
+    pub(crate) fn of(e: &NewEvent) -> Result<Self, StoreError> {
+        let mut changes = Self::default();
+        if let Some(task) = &e.snapshot {
+            changes.add_task(task)?;
+        }
+        for (i, m) in e.history.iter().enumerate() {
+            changes.messages.push((e.history_from + i as i64, serde_json::to_string(m)?));
+        }
+        for (idx, a) in &e.artifacts {
+            changes.artifacts.push((*idx, a.artifact_id.clone(), serde_json::to_string(a)?));
+        }
+        Ok(changes)
+    }
+
+    fn add_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        for (i, m) in task.history.iter().enumerate() {
+            self.messages.push((i as i64, serde_json::to_string(m)?));
+        }
+        for (i, a) in task.artifacts.iter().enumerate() {
+            self.artifacts.push((i as i64, a.artifact_id.clone(), serde_json::to_string(a)?));
+        }
+        Ok(())
+    }
+
+    /// Writes the changes inside the event's transaction. A message is written once (a
+    /// retried event finds it there); an artifact replaces the one with its id and keeps
+    /// that one's place.
+    pub(crate) async fn write(&self, conn: &mut AnyConnection, task_id: &str) -> Result<(), StoreError> {
+        for (idx, message) in &self.messages {
+            sqlx::query(
+                "INSERT INTO task_history (task_id, idx, message) VALUES ($1, $2, $3) \
+                 ON CONFLICT (task_id, idx) DO NOTHING",
+            )
+            .bind(task_id)
+            .bind(*idx)
+            .bind(message.as_str())
+            .execute(&mut *conn)
+            .await?;
+        }
+        for (idx, artifact_id, body) in &self.artifacts {
+            sqlx::query(
+                "INSERT INTO task_artifacts (task_id, artifact_id, idx, body) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
+            )
+            .bind(task_id)
+            .bind(artifact_id.as_str())
+            .bind(*idx)
+            .bind(body.as_str())
+            .execute(&mut *conn)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// `$first, $first+1, ...` for `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+impl Store {
+    /// Puts the history (the newest `history_length` messages; all of them when `None`, none
+    /// for `Some(0)`) and, when asked, the artifacts back into tasks read from their rows.
+    pub(crate) async fn fill(
+        &self,
+        tasks: &mut [Task],
+        history_length: Option<i32>,
+        artifacts: bool,
+    ) -> Result<(), StoreError> {
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
+        let at: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+        let listed = placeholders(1, ids.len());
+        if history_length != Some(0) {
+            let newest = history_length.map(|n| i64::from(n.max(0)));
+            let sql = match newest {
+                None => format!(
+                    "SELECT task_id, message AS body FROM task_history WHERE task_id IN ({listed}) \
+                     ORDER BY task_id, idx"
+                ),
+                Some(_) => format!(
+                    "SELECT task_id, message AS body FROM (SELECT task_id, idx, message, \
+                     ROW_NUMBER() OVER (PARTITION BY task_id ORDER BY idx DESC) AS newest \
+                     FROM task_history WHERE task_id IN ({listed})) h WHERE newest <= ${} ORDER BY task_id, idx",
+                    ids.len() + 1
+                ),
+            };
+            tasks.iter_mut().for_each(|t| t.history.clear());
+            for (task_id, body) in self.bodies_by_task(&sql, &ids, newest).await? {
+                if let Some(&i) = at.get(task_id.as_str()) {
+                    tasks[i].history.push(serde_json::from_str(&body)?);
+                }
+            }
+        }
+        if artifacts {
+            let sql =
+                format!("SELECT task_id, body FROM task_artifacts WHERE task_id IN ({listed}) ORDER BY task_id, idx");
+            tasks.iter_mut().for_each(|t| t.artifacts.clear());
+            for (task_id, body) in self.bodies_by_task(&sql, &ids, None).await? {
+                if let Some(&i) = at.get(task_id.as_str()) {
+                    tasks[i].artifacts.push(serde_json::from_str(&body)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `(task_id, body)` rows of a query over the tasks `ids` (then `extra`, when given).
+    async fn bodies_by_task(
+        &self,
+        sql: &str,
+        ids: &[String],
+        extra: Option<i64>,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut query = sqlx::query(sql);
+        for id in ids {
+            query = query.bind(id.as_str());
+        }
+        if let Some(v) = extra {
+            query = query.bind(v);
+        }
+        let rows = query.fetch_all(self.reads()).await?;
+        rows.iter().map(|r| Ok((r.try_get("task_id")?, r.try_get("body")?))).collect()
+    }
+
+    /// The first `before` messages of a task's history, at most the newest `last` of them
+    /// (all when `None`), oldest first: what a model turn reads of the conversation.
+    pub async fn history(&self, task_id: &str, before: i64, last: Option<usize>) -> Result<Vec<Message>, StoreError> {
+        let limit = last.map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let rows =
+            sqlx::query("SELECT message FROM task_history WHERE task_id = $1 AND idx < $2 ORDER BY idx DESC LIMIT $3")
+                .bind(task_id)
+                .bind(before)
+                .bind(limit)
+                .fetch_all(self.reads())
+                .await?;
+        let mut messages = rows
+            .iter()
+            .map(|r| Ok(serde_json::from_str(&r.try_get::<String, _>("message")?)?))
+            .collect::<Result<Vec<Message>, StoreError>>()?;
+        messages.reverse();
+        Ok(messages)
+    }
+
+    /// Runs the chores the migrations left (`store_chores`), each once.
+    pub(crate) async fn run_chores(&self) -> Result<(), StoreError> {
+        let chores = sqlx::query("SELECT chore FROM store_chores").fetch_all(self.reads()).await?;
+        for r in chores {
+            let chore: String = r.try_get("chore")?;
+            match chore.as_str() {
+                "split-snapshots" => self.write(Box::new(|conn| Box::pin(split_snapshots(conn)))).await?,
+                other => tracing::warn!(chore = other, "unknown store chore left as it is"),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Moves the history and artifacts of snapshots written before `task_history` existed into
+/// their rows, leaving each snapshot its head. Safe beside a running harness: a snapshot
+/// is only replaced if it is still the one read.
+async fn split_snapshots(conn: &mut AnyConnection) -> Result<(), StoreError> {
+    let rows = sqlx::query("SELECT task_id, snapshot FROM tasks WHERE snapshot <> ''").fetch_all(&mut *conn).await?;
+    for r in rows {
+        let task_id: String = r.try_get("task_id")?;
+        let snapshot: String = r.try_get("snapshot")?;
+        let task: Task = serde_json::from_str(&snapshot).map_err(|e| {
+            StoreError::Batch(format!("the stored snapshot of task {task_id} is not a task ({e}); nothing was split"))
+        })?;
+        if task.history.is_empty() && task.artifacts.is_empty() {
+            continue;
+        }
+        let mut changes = Changes::default();
+        changes.add_task(&task)?;
+        changes.write(conn, &task_id).await?;
+        sqlx::query("UPDATE tasks SET snapshot = $2 WHERE task_id = $1 AND snapshot = $3")
+            .bind(task_id.as_str())
+            .bind(serde_json::to_string(&task.head())?)
+            .bind(snapshot.as_str())
+            .execute(&mut *conn)
+            .await?;
+    }
+    sqlx::query("DELETE FROM store_chores WHERE chore = 'split-snapshots'").execute(&mut *conn).await?;
+    Ok(())
+}
