@@ -535,11 +535,18 @@ impl HarnessHandler {
     /// The task as its workflow sees it, or the store's copy once the workflow is gone
     /// (with the newest `history_length` messages; the workflow's copy has them all).
     async fn current_task(&self, task_id: &str, history_length: Option<i32>) -> Result<Task, A2AError> {
-        let row = self.row(task_id, history_length).await?;
-        if let Some(row) = &row
-            && row.state.is_terminal()
-        {
-            return Ok(row.task.clone());
+        // The head says whether the store's copy is the answer; the whole row (with its
+        // history) is read only when it is.
+        let head = self.store.task_head(task_id).await.map_err(store_error)?;
+        let stored = || async {
+            Ok::<_, A2AError>(if head.is_some() {
+                self.row(task_id, history_length).await?.map(|r| r.task)
+            } else {
+                None
+            })
+        };
+        if head.as_ref().is_some_and(|h| h.state.is_terminal()) {
+            return stored().await?.ok_or_else(|| A2AError::task_not_found(task_id));
         }
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
         match self
@@ -548,10 +555,10 @@ impl HarnessHandler {
         {
             Ok(Ok(task)) => Ok(task),
             Ok(Err(WorkflowQueryError::NotFound(_))) => {
-                row.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id))
+                stored().await?.ok_or_else(|| A2AError::task_not_found(task_id))
             }
-            Ok(Err(e)) => row.map(|r| r.task).ok_or_else(|| A2AError::internal(format!("the task query failed: {e}"))),
-            Err(timeout) => row.map(|r| r.task).ok_or(timeout),
+            Ok(Err(e)) => stored().await?.ok_or_else(|| A2AError::internal(format!("the task query failed: {e}"))),
+            Err(timeout) => stored().await?.ok_or(timeout),
         }
     }
 }
