@@ -6,7 +6,7 @@
 
 use crate::event_log::NewEvent;
 use crate::{Store, StoreError};
-use a2a_types::{Message, Task};
+use a2a_types::{Artifact, Message, Task};
 use sqlx::{AnyConnection, Row};
 use std::collections::HashMap;
 
@@ -28,21 +28,26 @@ impl Changes {
         if let Some(task) = &e.snapshot {
             changes.add_task(task)?;
         }
-        for (i, m) in e.history.iter().enumerate() {
-            changes.messages.push((e.history_from + i as i64, serde_json::to_string(m)?));
-        }
-        for (idx, a) in &e.artifacts {
-            changes.artifacts.push((*idx, a.artifact_id.clone(), serde_json::to_string(a)?));
-        }
+        changes.add(e.history_from, &e.history, e.artifacts.iter().map(|(i, a)| (*i, a)))?;
         Ok(changes)
     }
 
     fn add_task(&mut self, task: &Task) -> Result<(), StoreError> {
-        for (i, m) in task.history.iter().enumerate() {
-            self.messages.push((i as i64, serde_json::to_string(m)?));
+        self.add(0, &task.history, task.artifacts.iter().enumerate().map(|(i, a)| (i as i64, a)))
+    }
+
+    /// Messages from index `from` on, and artifacts with their places.
+    fn add<'a>(
+        &mut self,
+        from: i64,
+        messages: &[Message],
+        artifacts: impl Iterator<Item = (i64, &'a Artifact)>,
+    ) -> Result<(), StoreError> {
+        for (i, m) in messages.iter().enumerate() {
+            self.messages.push((from + i as i64, serde_json::to_string(m)?));
         }
-        for (i, a) in task.artifacts.iter().enumerate() {
-            self.artifacts.push((i as i64, a.artifact_id.clone(), serde_json::to_string(a)?));
+        for (idx, a) in artifacts {
+            self.artifacts.push((idx, a.artifact_id.clone(), serde_json::to_string(a)?));
         }
         Ok(())
     }

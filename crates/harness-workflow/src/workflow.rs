@@ -379,36 +379,30 @@ async fn emit(
 ) -> WorkflowResult<()> {
     let input = ctx.state_mut(|s| {
         s.next_key += 1;
-        if !s.by_row {
-            s.changed_artifacts.clear();
-            return EmitInput {
-                task_id: s.input.task_id.clone(),
-                task_queue: s.input.task_queue.clone(),
-                key: format!("wf-{}", s.next_key),
-                event,
-                snapshot: snapshot.map(|_| s.task.clone()),
-                history: Vec::new(),
-                history_from: 0,
-                artifacts: Vec::new(),
-            };
-        }
-        let history_from = s.stored_history;
-        s.stored_history = s.task.history.len();
-        let mut artifacts = Vec::new();
-        for id in std::mem::take(&mut s.changed_artifacts) {
-            if let Some(i) = s.task.artifacts.iter().position(|a| a.artifact_id == id)
-                && !artifacts.iter().any(|(j, _)| *j == i as u32)
-            {
-                artifacts.push((i as u32, s.task.artifacts[i].clone()));
+        let changed = std::mem::take(&mut s.changed_artifacts);
+        // A run recorded before the patch sends the whole task with a final status.
+        let (snapshot, history_from, history, artifacts) = if s.by_row {
+            let history_from = s.stored_history;
+            s.stored_history = s.task.history.len();
+            let mut artifacts = Vec::new();
+            for id in changed {
+                if let Some(i) = s.task.artifacts.iter().position(|a| a.artifact_id == id)
+                    && !artifacts.iter().any(|(j, _)| *j == i as u32)
+                {
+                    artifacts.push((i as u32, s.task.artifacts[i].clone()));
+                }
             }
-        }
+            (snapshot, history_from, s.task.history[history_from..].to_vec(), artifacts)
+        } else {
+            (snapshot.map(|_| s.task.clone()), 0, Vec::new(), Vec::new())
+        };
         EmitInput {
             task_id: s.input.task_id.clone(),
             task_queue: s.input.task_queue.clone(),
             key: format!("wf-{}", s.next_key),
             event,
             snapshot,
-            history: s.task.history[history_from..].to_vec(),
+            history,
             history_from: history_from as u32,
             artifacts,
         }

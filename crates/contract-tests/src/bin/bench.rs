@@ -380,12 +380,15 @@ async fn main() -> anyhow::Result<()> {
     let turns = seconds.div_ceil(2).max(1);
     let (mut raw_n, mut uws_n, mut turn_n, mut harness_n) = (0u64, 0u64, 0u64, 0u64);
     let mut cpu = (0.0, 0.0, 0.0);
-    for _ in 0..turns {
-        raw_n += raw_slice(&client, &raw_ids, slice, Raw::Update).await;
-        uws_n += raw_slice(&client, &raw_ids, slice, Raw::UpdateWithStart).await;
-        turn_n += raw_slice(&client, &turn_ids, slice, Raw::Turn).await;
+    for t in 0..turns {
+        let r = raw_slice(&client, &raw_ids, slice, Raw::Update).await;
+        let u = raw_slice(&client, &raw_ids, slice, Raw::UpdateWithStart).await;
+        let w = raw_slice(&client, &turn_ids, slice, Raw::Turn).await;
         let before = (cpu_secs(harness.id()), cpu_secs(server_pid), cpu_secs(std::process::id()));
-        harness_n += harness_slice(&http, &base, &tasks, slice).await;
+        let h = harness_slice(&http, &base, &tasks, slice).await;
+        // Each turn's counts: a rate that falls as the conversations grow shows here.
+        eprintln!("bench: turn {}: raw {r}, update-with-start {u}, turn-shaped {w}, harness {h} in 2 s", t + 1);
+        (raw_n, uws_n, turn_n, harness_n) = (raw_n + r, uws_n + u, turn_n + w, harness_n + h);
         cpu.0 += cpu_secs(harness.id()) - before.0;
         cpu.1 += cpu_secs(server_pid) - before.1;
         cpu.2 += cpu_secs(std::process::id()) - before.2;
