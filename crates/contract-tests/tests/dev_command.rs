@@ -14,7 +14,7 @@ fn start_dev(data_dir: &std::path::Path, port: u16) -> Child {
         .env_remove("TINY_HARNESS_PUSH_KEY")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(data_dir.join("harness.err")).unwrap())
         .spawn()
         .expect("spawn dev")
 }
@@ -45,6 +45,16 @@ fn sigterm_and_wait(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
+/// The last lines the harness (both starts) and its dev server logged, for a failure's message.
+fn logs(dir: &std::path::Path) -> String {
+    let tail = |name: &str| {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    };
+    format!("--- harness stderr ---\n{}\n--- temporal.log ---\n{}", tail("harness.err"), tail("temporal.log"))
+}
+
 /// Processes whose command line mentions this data dir (the embedded dev server).
 fn processes_using(dir: &std::path::Path) -> usize {
     let needle = dir.to_string_lossy().to_string();
@@ -67,7 +77,8 @@ async fn dev_runs_on_embedded_defaults_stops_on_sigterm_and_resumes_tasks_on_res
 
     let c = A2AClient::new(&base);
     let r = c.send(user_text("before the restart"), json!({})).await;
-    let task = r["result"]["task"]["id"].as_str().expect("a task").to_string();
+    let task =
+        r["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("a task: {r}\n{}", logs(dir.path()))).to_string();
     assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
 
     // S14: with no key given, dev creates one in the data dir, private to the user.
@@ -92,7 +103,7 @@ async fn dev_runs_on_embedded_defaults_stops_on_sigterm_and_resumes_tasks_on_res
     let mut next = user_text("after the restart");
     next["taskId"] = json!(task);
     let r = c.send(next, json!({})).await;
-    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}\n{}", logs(dir.path()));
     assert_eq!(r["result"]["task"]["history"].as_array().unwrap().len(), 4, "the conversation went on: {r}");
     // The same key is used again, so the sealed token still opens.
     let got = c.rpc("GetTaskPushNotificationConfig", json!({"taskId": task, "id": config_id})).await;

@@ -124,7 +124,12 @@ impl EmbeddedTemporal {
             std::fs::create_dir_all(dir).map_err(|e| start_err(e.to_string()))?;
         }
         let log_path = db_file.with_extension("log");
-        let log = std::fs::File::create(&log_path).map_err(|e| start_err(format!("{}: {e}", log_path.display())))?;
+        // Appended to, so a restart keeps what the server said before it.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| start_err(format!("{}: {e}", log_path.display())))?;
         let mut cmd = Command::new(cli);
         cmd.args(["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--log-level", "warn"])
             .args(["--port", &port.to_string()])
