@@ -488,6 +488,7 @@ mod tests {
     on_both!(a_failed_write_is_reported_and_the_writer_goes_on, failed_write);
     on_both!(list_tasks_pages_newest_first_filters_and_shows_the_current_status, list_tasks_paging);
     on_both!(push_configs_and_participants_round_trip, push_and_participants);
+    on_both!(a_new_tasks_audit_row_and_participants_are_written_together_or_not_at_all, new_task_inbox);
     on_both!(history_and_artifacts_are_stored_one_row_each_and_read_back_whole, history_rows);
     on_both!(snapshots_stored_whole_by_an_older_version_are_split_once, split_chore);
 
@@ -606,6 +607,21 @@ mod tests {
         store.add_participants("t", &[("alice".into(), "watcher".into())]).await.unwrap();
         assert_eq!(store.participant_role("t", "alice").await.unwrap().as_deref(), Some("reporter"));
         assert_eq!(store.participant_role("t", "bob").await.unwrap(), None);
+    }
+
+    async fn new_task_inbox(store: Store) {
+        let m = a2a_types::Message::agent_text("m1", "hi");
+        let first = [("agent".to_string(), "assignee".to_string()), ("alice".to_string(), "reporter".to_string())];
+        store.record_new_task_inbox("r1", "t", &m, &first).await.unwrap();
+        let rows = store.inbox_of("t").await.unwrap();
+        assert_eq!((rows.len(), rows[0].outcome.as_str()), (1, "received"));
+        assert_eq!(store.participant_role("t", "alice").await.unwrap().as_deref(), Some("reporter"));
+        assert_eq!(store.participant_role("t", "agent").await.unwrap().as_deref(), Some("assignee"));
+        // A refused audit row (the request id is taken) takes its participants with it.
+        let err = store.record_new_task_inbox("r1", "t", &m, &[("mallory".into(), "reporter".into())]).await;
+        assert!(err.is_err());
+        assert_eq!(store.participant_role("t", "mallory").await.unwrap(), None);
+        assert_eq!(store.inbox_of("t").await.unwrap().len(), 1);
     }
 
     async fn gap_free_idempotent_fenced(store: Store) {

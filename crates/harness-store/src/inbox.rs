@@ -3,7 +3,7 @@
 
 use crate::{Store, StoreError, now};
 use a2a_types::Message;
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 
 /// What happened to an inbox item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,25 +45,25 @@ impl Store {
         message: &Message,
         outcome: InboxOutcome,
     ) -> Result<(), StoreError> {
-        let row = [
-            request_id.to_string(),
-            task_id.to_string(),
-            message.message_id.clone(),
-            now(),
-            outcome.as_text(),
-            serde_json::to_string(message)?,
-        ];
+        let row = inbox_row(request_id, task_id, message, outcome)?;
+        self.write(Box::new(move |conn| Box::pin(async move { insert_inbox(conn, row).await }))).await
+    }
+
+    /// The first message of a new task: its audit row (received) and the task's first
+    /// participants, in one transaction, so a new task costs one write before delivery.
+    pub async fn record_new_task_inbox(
+        &self,
+        request_id: &str,
+        task_id: &str,
+        message: &Message,
+        participants: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        let row = inbox_row(request_id, task_id, message, InboxOutcome::Received)?;
+        let (task_id, participants) = (task_id.to_string(), participants.to_vec());
         self.write(Box::new(move |conn| {
             Box::pin(async move {
-                let mut insert = sqlx::query(
-                    "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                );
-                for value in row {
-                    insert = insert.bind(value);
-                }
-                insert.execute(conn).await?;
-                Ok(())
+                crate::participants::insert_participants(&mut *conn, &task_id, participants).await?;
+                insert_inbox(conn, row).await
             })
         }))
         .await
@@ -109,4 +109,32 @@ impl Store {
         let r = sqlx::query("SELECT COUNT(*) AS n FROM inbox").fetch_one(self.reads()).await?;
         Ok(r.try_get("n")?)
     }
+}
+
+fn inbox_row(
+    request_id: &str,
+    task_id: &str,
+    message: &Message,
+    outcome: InboxOutcome,
+) -> Result<[String; 6], StoreError> {
+    Ok([
+        request_id.to_string(),
+        task_id.to_string(),
+        message.message_id.clone(),
+        now(),
+        outcome.as_text(),
+        serde_json::to_string(message)?,
+    ])
+}
+
+async fn insert_inbox(conn: &mut AnyConnection, row: [String; 6]) -> Result<(), StoreError> {
+    let mut insert = sqlx::query(
+        "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    );
+    for value in row {
+        insert = insert.bind(value);
+    }
+    insert.execute(conn).await?;
+    Ok(())
 }

@@ -2,27 +2,14 @@
 //! not found; ListTasks filters the same way.
 
 use crate::{Store, StoreError};
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 
 impl Store {
     /// Adds participants to a task (an existing one keeps its role).
     pub async fn add_participants(&self, task_id: &str, participants: &[(String, String)]) -> Result<(), StoreError> {
         let (task_id, participants) = (task_id.to_string(), participants.to_vec());
         self.write(Box::new(move |conn| {
-            Box::pin(async move {
-                for (id, role) in participants {
-                    sqlx::query(
-                        "INSERT INTO task_participants (task_id, participant_id, role) VALUES ($1, $2, $3) \
-                         ON CONFLICT (task_id, participant_id) DO NOTHING",
-                    )
-                    .bind(&task_id)
-                    .bind(id)
-                    .bind(role)
-                    .execute(&mut *conn)
-                    .await?;
-                }
-                Ok(())
-            })
+            Box::pin(async move { insert_participants(conn, &task_id, participants).await })
         }))
         .await
     }
@@ -36,4 +23,24 @@ impl Store {
             .await?;
         row.map(|r| r.try_get("role")).transpose().map_err(Into::into)
     }
+}
+
+/// The statements of [`Store::add_participants`], for a write that does more.
+pub(crate) async fn insert_participants(
+    conn: &mut AnyConnection,
+    task_id: &str,
+    participants: Vec<(String, String)>,
+) -> Result<(), StoreError> {
+    for (id, role) in participants {
+        sqlx::query(
+            "INSERT INTO task_participants (task_id, participant_id, role) VALUES ($1, $2, $3) \
+             ON CONFLICT (task_id, participant_id) DO NOTHING",
+        )
+        .bind(task_id)
+        .bind(id)
+        .bind(role)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }

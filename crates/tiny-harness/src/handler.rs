@@ -234,17 +234,18 @@ impl HarnessHandler {
             }
         }
 
+        // S5: the message is durable before anything is acknowledged.
         if new_task {
             // A new task: the sender (when known) reports it, this agent is its assignee.
             let mut participants = vec![(self.agent_id.clone(), ASSIGNEE.to_string())];
             if let Caller::Participant(id) = &caller {
                 participants.push((id.clone(), "reporter".to_string()));
             }
-            self.store.add_participants(&task_id, &participants).await.map_err(store_error)?;
+            self.store.record_new_task_inbox(&request_id, &task_id, &message, &participants).await
+        } else {
+            self.store.record_inbox(&request_id, &task_id, &message, InboxOutcome::Received).await
         }
-
-        // S5: the message is durable before anything is acknowledged.
-        self.store.record_inbox(&request_id, &task_id, &message, InboxOutcome::Received).await.map_err(store_error)?;
+        .map_err(store_error)?;
 
         let input = TaskInput {
             task_id: task_id.clone(),
