@@ -95,6 +95,8 @@ pub struct HarnessHandler {
     /// S19: whether a task id runs on this agent's queue, from describing its workflow
     /// (cached per id) when the store does not know the task.
     pub(crate) owners: std::sync::Mutex<std::collections::HashMap<String, bool>>,
+    /// Keeps this process's workflow queries from crossing its messages on one task.
+    pub(crate) gates: crate::task_gate::TaskGates,
 }
 
 /// A message the workflow accepted.
@@ -272,16 +274,12 @@ impl HarnessHandler {
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
         .build();
         let sent = self
-            .bounded(
-                "the message",
-                self.client.execute_update_with_start_workflow(
-                    TaskWorkflow::run,
-                    input,
-                    TaskWorkflow::inbox,
-                    item,
-                    options,
-                ),
-            )
+            .bounded("the message", async {
+                let _gate = self.gates.message(&task_id).await;
+                self.client
+                    .execute_update_with_start_workflow(TaskWorkflow::run, input, TaskWorkflow::inbox, item, options)
+                    .await
+            })
             .await;
         let outcome = match sent {
             Ok(Ok(receipt)) => Ok(receipt),
@@ -481,10 +479,11 @@ impl HarnessHandler {
         let mut rows = Vec::new();
         for id in ids {
             let handle = self.client.get_workflow_handle::<TaskWorkflow>(id.as_str());
-            match self
-                .bounded("the monitor query", handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default()))
-                .await
-            {
+            let query = async {
+                let _gate = self.gates.query(&id).await;
+                handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default()).await
+            };
+            match self.bounded("the monitor query", query).await {
                 Ok(Ok(row)) => rows.push(row),
                 Ok(Err(e)) => tracing::debug!(task_id = %id, error = %e, "monitor: query failed"),
                 Err(e) => tracing::debug!(task_id = %id, error = %e.message, "monitor: query timed out"),
@@ -550,10 +549,11 @@ impl HarnessHandler {
             return stored().await?.ok_or_else(|| A2AError::task_not_found(task_id));
         }
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
-        match self
-            .bounded("the task query", handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default()))
-            .await
-        {
+        let query = async {
+            let _gate = self.gates.query(task_id).await;
+            handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default()).await
+        };
+        match self.bounded("the task query", query).await {
             Ok(Ok(task)) => Ok(task),
             Ok(Err(WorkflowQueryError::NotFound(_))) => {
                 stored().await?.ok_or_else(|| A2AError::task_not_found(task_id))

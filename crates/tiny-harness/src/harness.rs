@@ -249,6 +249,7 @@ impl Harness {
             agent_id: config.agent.id.clone(),
             resolver: self.inner.resolver.clone(),
             owners: Default::default(),
+            gates: Default::default(),
         });
         let monitor_task = self.inner.options.monitor.then(|| {
             crate::hosting::spawn_monitor(

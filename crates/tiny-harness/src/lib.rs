@@ -9,6 +9,7 @@ mod handler;
 mod harness;
 mod hosting;
 mod openapi;
+mod task_gate;
 pub mod temporal_dev;
 
 pub use config::{Config, ConfigError, TemporalMode};
