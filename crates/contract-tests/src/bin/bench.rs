@@ -268,10 +268,12 @@ async fn stream_times(http: &reqwest::Client, base: &str) -> (Duration, Duration
 /// CPU seconds (user + system) a process has used so far.
 fn cpu_secs(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    // Fields after the parenthesised command name, from the state on (proc(5) fields 3..):
+    // utime and stime are fields 14 and 15, the 12th and 13th here.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<f64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-    if f.len() < 13 { 0.0 } else { (f[11] + f[12]) / 100.0 }
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn peak_rss_kib(pid: u32) -> u64 {
