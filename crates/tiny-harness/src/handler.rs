@@ -274,12 +274,19 @@ impl HarnessHandler {
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
         .build();
         let sent = self
-            .bounded("the message", async {
-                let _gate = self.gates.message(&task_id).await;
-                self.client
-                    .execute_update_with_start_workflow(TaskWorkflow::run, input, TaskWorkflow::inbox, item, options)
-                    .await
-            })
+            .bounded(
+                "the message",
+                self.gates.deliver(
+                    &task_id,
+                    self.client.execute_update_with_start_workflow(
+                        TaskWorkflow::run,
+                        input,
+                        TaskWorkflow::inbox,
+                        item,
+                        options,
+                    ),
+                ),
+            )
             .await;
         let outcome = match sent {
             Ok(Ok(receipt)) => Ok(receipt),
@@ -479,11 +486,8 @@ impl HarnessHandler {
         let mut rows = Vec::new();
         for id in ids {
             let handle = self.client.get_workflow_handle::<TaskWorkflow>(id.as_str());
-            let query = async {
-                let _gate = self.gates.query(&id).await;
-                handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default()).await
-            };
-            match self.bounded("the monitor query", query).await {
+            let query = handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default());
+            match self.bounded("the monitor query", self.gates.query(&id, query)).await {
                 Ok(Ok(row)) => rows.push(row),
                 Ok(Err(e)) => tracing::debug!(task_id = %id, error = %e, "monitor: query failed"),
                 Err(e) => tracing::debug!(task_id = %id, error = %e.message, "monitor: query timed out"),
@@ -549,11 +553,8 @@ impl HarnessHandler {
             return stored().await?.ok_or_else(|| A2AError::task_not_found(task_id));
         }
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
-        let query = async {
-            let _gate = self.gates.query(task_id).await;
-            handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default()).await
-        };
-        match self.bounded("the task query", query).await {
+        let query = handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default());
+        match self.bounded("the task query", self.gates.query(task_id, query)).await {
             Ok(Ok(task)) => Ok(task),
             Ok(Err(WorkflowQueryError::NotFound(_))) => {
                 stored().await?.ok_or_else(|| A2AError::task_not_found(task_id))

@@ -37,15 +37,28 @@ impl TaskGates {
         self.gates.lock().expect("task gates").entry(task_id.to_string()).or_default().clone()
     }
 
-    /// Held while a message to `task_id` is delivered; messages share it.
-    pub(crate) async fn message(&self, task_id: &str) -> Gate {
+    /// Runs `delivery` (a message's update-with-start) holding `task_id`'s gate, shared with
+    /// the task's other messages.
+    pub(crate) async fn deliver<F: std::future::Future>(&self, task_id: &str, delivery: F) -> F::Output {
+        let _gate = self.message(task_id).await;
+        delivery.await
+    }
+
+    /// Runs `query` (a query of `task_id`'s workflow) holding the task's gate alone.
+    pub(crate) async fn query<F: std::future::Future>(&self, task_id: &str, query: F) -> F::Output {
+        let _gate = self.alone(task_id).await;
+        query.await
+    }
+
+    /// The gate as messages hold it: shared.
+    async fn message(&self, task_id: &str) -> Gate {
         let gate = self.gate(task_id);
         let held: Held = Box::new(gate.clone().read_owned().await);
         self.held(task_id, gate, held)
     }
 
-    /// Held while `task_id`'s workflow is queried; a query holds it alone.
-    pub(crate) async fn query(&self, task_id: &str) -> Gate {
+    /// The gate as a query holds it: alone.
+    async fn alone(&self, task_id: &str) -> Gate {
         let gate = self.gate(task_id);
         let held: Held = Box::new(gate.clone().write_owned().await);
         self.held(task_id, gate, held)
@@ -89,13 +102,13 @@ mod tests {
         let query = tokio::spawn({
             let gates = TaskGates { gates: gates.gates.clone() };
             async move {
-                let _q = gates.query("t").await;
+                let _q = gates.alone("t").await;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!query.is_finished(), "the query waits for the messages in flight");
-        assert!(ready(gates.query("other")).is_some(), "another task's gate is free");
+        assert!(ready(gates.alone("other")).is_some(), "another task's gate is free");
         drop((a, b));
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(ready(gates.message("t")).is_none(), "a message waits while the query holds the gate");
