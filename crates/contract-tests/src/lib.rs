@@ -230,7 +230,13 @@ impl HarnessProcess {
 
     /// A Temporal client on the test server.
     pub async fn temporal(&self) -> temporalio_client::Client {
-        tiny_harness::connect_temporal(temporal_address(), "default").await.expect("temporal client")
+        tiny_harness::connect_temporal(
+            temporal_address(),
+            "default",
+            tiny_harness::GrpcCompression::for_address(temporal_address()),
+        )
+        .await
+        .expect("temporal client")
     }
 
     pub fn client(&self) -> A2AClient {

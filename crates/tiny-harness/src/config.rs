@@ -14,6 +14,7 @@
 //! cli = "/path/to/temporal"    # optional; else PATH, else the cache dir, else pip
 //! request_timeout_secs = 10    # bound on every client call to Temporal
 //! worker = true                # false: serve only; workers run in other processes
+//! grpc_compression = "gzip"    # or "none"; default: none on a loopback address, else gzip
 //!
 //! [store]
 //! url = "sqlite://.tiny-harness/harness.db"   # default: harness.db in the data dir
@@ -119,6 +120,40 @@ pub struct TemporalSection {
     pub request_timeout_secs: u64,
     /// Run a worker in this process (false: a front end only; workers run elsewhere).
     pub worker: bool,
+    /// Compression of the gRPC calls to Temporal; `None`: [`TemporalSection::compression`]
+    /// decides by the address.
+    pub grpc_compression: Option<GrpcCompression>,
+}
+
+/// Compression of the gRPC calls to Temporal (both ways: the server answers in kind).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum GrpcCompression {
+    None,
+    Gzip,
+}
+
+impl GrpcCompression {
+    /// The default for a server at `address`: none on a loopback address (the embedded dev
+    /// server; gzip there costs both processes CPU and saves no network), else gzip (the
+    /// SDK's default).
+    pub fn for_address(address: &str) -> Self {
+        let host = url::Url::parse(address).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default();
+        let loopback = host == "localhost"
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if loopback { Self::None } else { Self::Gzip }
+    }
+}
+
+impl TemporalSection {
+    /// The compression for a server at `address`: configured, else by the address.
+    pub fn compression(&self, address: &str) -> GrpcCompression {
+        self.grpc_compression.unwrap_or_else(|| GrpcCompression::for_address(address))
+    }
 }
 
 impl Default for TemporalSection {
@@ -131,6 +166,7 @@ impl Default for TemporalSection {
             cli: None,
             request_timeout_secs: 10,
             worker: true,
+            grpc_compression: None,
         }
     }
 }
@@ -407,6 +443,27 @@ mod tests {
         c.server.base_url = Some("https://a.example.com/other".into());
         let err = c.public_url().unwrap_err().to_string();
         assert!(err.contains("/other") && err.contains("/agents/helper") && err.contains("server.prefix"), "{err}");
+    }
+
+    #[test]
+    fn grpc_compression_is_off_on_loopback_and_gzip_elsewhere_unless_configured() {
+        let mut t = TemporalSection::default();
+        for local in ["http://127.0.0.1:7233", "http://localhost:7233", "http://[::1]:7233", "http://127.0.0.2:7233"] {
+            assert_eq!(t.compression(local), GrpcCompression::None, "{local}");
+        }
+        for remote in ["https://ns.tmprl.cloud:7233", "http://10.0.0.5:7233", "http://temporal:7233"] {
+            assert_eq!(t.compression(remote), GrpcCompression::Gzip, "{remote}");
+        }
+        t.grpc_compression = Some(GrpcCompression::Gzip);
+        assert_eq!(t.compression("http://127.0.0.1:7233"), GrpcCompression::Gzip);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[temporal]\ngrpc_compression = \"none\"\n").unwrap();
+        let c = Config::from_file(&file, dir.path()).unwrap();
+        assert_eq!(c.temporal.compression("https://ns.tmprl.cloud:7233"), GrpcCompression::None);
+        std::fs::write(&file, "[temporal]\ngrpc_compression = \"zstd\"\n").unwrap();
+        let err = Config::from_file(&file, dir.path()).unwrap_err().to_string();
+        assert!(err.contains("grpc_compression") && err.contains("c.toml"), "{err}");
     }
 
     #[test]

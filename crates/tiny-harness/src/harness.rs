@@ -208,7 +208,8 @@ impl Harness {
             }
             TemporalMode::Remote => (None, config.temporal.address.clone()),
         };
-        let client = connect(&address, &config.temporal.namespace).await?;
+        let compression = config.temporal.compression(&address);
+        let client = connect(&address, &config.temporal.namespace, compression).await?;
 
         let instant_model = models.get(&config.agent.model).is_some_and(|m| m.is_instant());
         if push_key.is_none() {
@@ -360,14 +361,22 @@ pub async fn running_harness(mut config: Config) -> Result<RunningHarness, Harne
 
 /// Connects a Temporal client, retrying for up to 30 s while the server is still coming up
 /// (a fresh dev server opens its port before its frontend is healthy).
-pub async fn connect(address: &str, namespace: &str) -> Result<Client, HarnessError> {
+pub async fn connect(
+    address: &str,
+    namespace: &str,
+    compression: crate::config::GrpcCompression,
+) -> Result<Client, HarnessError> {
     let fail = |why: String| HarnessError::Connect { address: address.to_string(), why };
     let url: url::Url = address.parse().map_err(|e: url::ParseError| fail(e.to_string()))?;
+    let grpc_compression = match compression {
+        crate::config::GrpcCompression::None => temporalio_client::GrpcCompression::None,
+        crate::config::GrpcCompression::Gzip => temporalio_client::GrpcCompression::Gzip,
+    };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let attempt = tokio::time::timeout(
             Duration::from_secs(10),
-            Connection::connect(ConnectionOptions::new(url.clone()).build()),
+            Connection::connect(ConnectionOptions::new(url.clone()).grpc_compression(grpc_compression).build()),
         )
         .await;
         let why = match attempt {

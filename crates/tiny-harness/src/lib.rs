@@ -12,7 +12,7 @@ mod openapi;
 mod task_gate;
 pub mod temporal_dev;
 
-pub use config::{Config, ConfigError, TemporalMode};
+pub use config::{Config, ConfigError, GrpcCompression, TemporalMode};
 pub use handler::ParticipantResolver;
 pub use handler::{HarnessHandler, StopAt};
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunningHarness, running_harness};
