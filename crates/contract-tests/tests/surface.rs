@@ -212,6 +212,112 @@ async fn push_tokens_and_credentials_are_encrypted_at_rest_and_read_back_in_the_
     assert_eq!(missing["error"]["code"], -32001, "{missing}");
 }
 
+/// What a webhook received: the path it was posted to, its token and authorization
+/// headers, and the body.
+type Posts = std::sync::Arc<std::sync::Mutex<Vec<(String, String, String, Value)>>>;
+
+/// A webhook on loopback that records every post and answers 200.
+async fn webhook() -> (String, Posts) {
+    let posts = Posts::default();
+    let record = posts.clone();
+    let app = axum::Router::new().route(
+        "/{hook}",
+        axum::routing::post(
+            move |axum::extract::Path(hook): axum::extract::Path<String>,
+                  headers: axum::http::HeaderMap,
+                  axum::Json(body): axum::Json<Value>| {
+                let record = record.clone();
+                async move {
+                    let header =
+                        |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+                    let token = header("x-a2a-notification-token");
+                    record.lock().unwrap().push((hook, token, header("authorization"), body));
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, posts)
+}
+
+/// The kind and state of each event posted to `hook` for `task`, waiting up to 10 s for
+/// `count` of them.
+async fn pushed(posts: &Posts, hook: &str, task: &str, count: usize) -> Vec<(String, String)> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let seen: Vec<(String, String)> = posts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(h, ..)| h == hook)
+            .map(|(.., body)| body)
+            .filter(|body| {
+                let id = body.get("task").map(|t| &t["id"]).or_else(|| body.get("statusUpdate").map(|u| &u["taskId"]));
+                id.and_then(Value::as_str) == Some(task)
+            })
+            .map(|body| {
+                let kind = body.as_object().and_then(|o| o.keys().next().cloned()).unwrap_or_default();
+                let status = body.get("task").or_else(|| body.get("statusUpdate")).map(|v| &v["status"]["state"]);
+                (kind, status.and_then(Value::as_str).unwrap_or_default().to_string())
+            })
+            .collect();
+        if seen.len() >= count || tokio::time::Instant::now() > deadline {
+            return seen;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// S14: the Task and every status update reach each push config of the task, in log order,
+/// with the config's token and authentication; a config sent with the first message, one
+/// created later and one deleted each take effect from the next event.
+#[tokio::test]
+async fn pushed_events_reach_each_config_of_the_task_in_order_from_the_next_event_on() {
+    let (url, posts) = webhook().await;
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let c = h.client();
+    let (submitted, working, parked) = (
+        ("task".to_string(), "TASK_STATE_SUBMITTED".to_string()),
+        ("statusUpdate".to_string(), "TASK_STATE_WORKING".to_string()),
+        ("statusUpdate".to_string(), "TASK_STATE_INPUT_REQUIRED".to_string()),
+    );
+
+    // A task with no config: nothing is pushed for its first turn.
+    let first = c.send(user_text("one"), json!({})).await;
+    let plain = first["result"]["task"]["id"].as_str().unwrap().to_string();
+    // A config created now takes effect from the next turn, with its token and credentials.
+    let hook = json!({"taskId": plain, "url": format!("{url}/later"), "token": "tok-later",
+                      "authentication": {"scheme": "Bearer", "credentials": "cred-later"}});
+    let created = c.rpc("CreateTaskPushNotificationConfig", hook).await;
+    let config_id = created["result"]["id"].as_str().unwrap().to_string();
+    let again = json!({"messageId": "m-two", "role": "ROLE_USER", "parts": [{"text": "two"}], "taskId": plain});
+    c.send(again, json!({})).await;
+    assert_eq!(pushed(&posts, "later", &plain, 2).await, vec![working.clone(), parked.clone()]);
+    let (_, token, auth, _) = posts.lock().unwrap()[0].clone();
+    assert_eq!((token.as_str(), auth.as_str()), ("tok-later", "Bearer cred-later"));
+
+    // A config sent with a task's first message sees the task from its Task event on.
+    let config = json!({"taskPushNotificationConfig": {"url": format!("{url}/early"), "token": "tok-early"}});
+    let early = c.send(user_text("three"), config).await;
+    let early = early["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(pushed(&posts, "early", &early, 3).await, vec![submitted, working.clone(), parked.clone()]);
+    assert!(posts.lock().unwrap().iter().filter(|p| p.0 == "early").all(|p| p.1 == "tok-early"));
+
+    // A deleted config gets nothing more; the other task's config still does.
+    c.rpc("DeleteTaskPushNotificationConfig", json!({"taskId": plain, "id": config_id})).await;
+    let last = json!({"messageId": "m-four", "role": "ROLE_USER", "parts": [{"text": "four"}], "taskId": plain});
+    c.send(last, json!({})).await;
+    let more = json!({"messageId": "m-five", "role": "ROLE_USER", "parts": [{"text": "five"}], "taskId": early});
+    c.send(more, json!({})).await;
+    assert_eq!(pushed(&posts, "early", &early, 5).await.len(), 5);
+    // Both turns ended before this: a post for the deleted config would have been queued
+    // with the early task's, which have arrived.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(pushed(&posts, "later", &plain, 2).await.len(), 2, "a deleted config was posted to");
+}
+
 #[tokio::test]
 async fn a_malformed_push_key_stops_the_start_with_a_config_error_naming_the_variable() {
     let dir = tempfile::tempdir().unwrap();

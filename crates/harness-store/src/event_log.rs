@@ -59,6 +59,9 @@ pub struct Appended {
     pub seq: i64,
     /// False when the key was already in the log (a retry).
     pub new: bool,
+    /// Whether the task had push configs when this event was appended (read in the
+    /// append's transaction), so push delivery reads them only then (S14). False for a retry.
+    pub pushes: bool,
 }
 
 /// An event read back from the log.
@@ -91,15 +94,22 @@ pub struct TaskRow {
 /// [`Fields`] in order, and an empty value keeps the stored one (an event updates only what
 /// it knows).
 macro_rules! update_row {
-    ($tail:literal) => {
+    ($($tail:tt)+) => {
         concat!(
             "UPDATE tasks SET state = CASE WHEN $2 = '' THEN state ELSE $2 END, updated_at = $3, ",
             "status = CASE WHEN $4 = '' THEN status ELSE $4 END, ",
             "status_ts = CASE WHEN $5 = '' THEN status_ts ELSE $5 END, ",
             "snapshot = CASE WHEN $6 = '' THEN snapshot ELSE $6 END, ",
             "context_id = CASE WHEN $7 = '' THEN context_id ELSE $7 END, ",
-            $tail
+            $($tail)+
         )
+    };
+}
+
+/// How many push configs the task $1 has, as `pushes` (a RETURNING column).
+macro_rules! pushes {
+    () => {
+        "(SELECT COUNT(*) FROM push_configs WHERE push_configs.task_id = $1) AS pushes"
     };
 }
 
@@ -108,7 +118,8 @@ macro_rules! update_row {
 const FAST_UPDATE: &str = update_row!(
     "last_seq = last_seq + 1 WHERE task_id = $1 \
      AND state NOT IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') \
-     AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $8) RETURNING last_seq"
+     AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $8) RETURNING last_seq, ",
+    pushes!()
 );
 /// Sets the seq $8.
 const SET_SEQ: &str = update_row!("last_seq = $8 WHERE task_id = $1");
@@ -187,9 +198,10 @@ async fn append(
     let taken = update_row(FAST_UPDATE).bind(key.as_str()).fetch_optional(&mut *conn).await?;
     if let Some(row) = taken {
         let seq: i64 = row.try_get("last_seq")?;
+        let pushes: i64 = row.try_get("pushes")?;
         insert_event(seq).execute(&mut *conn).await?;
         fields.changes.write(conn, &task_id).await?;
-        return Ok(Appended { seq, new: true });
+        return Ok(Appended { seq, new: true, pushes: pushes > 0 });
     }
     // Otherwise nothing was written yet: a task's first event, a retried key, or a closed task.
     sqlx::query(
@@ -200,19 +212,23 @@ async fn append(
     .bind(fields.ts.as_str())
     .execute(&mut *conn)
     .await?;
-    let row = sqlx::query("UPDATE tasks SET last_seq = last_seq WHERE task_id = $1 RETURNING last_seq, state")
-        .bind(task_id.as_str())
-        .fetch_one(&mut *conn)
-        .await?;
+    let row = sqlx::query(concat!(
+        "UPDATE tasks SET last_seq = last_seq WHERE task_id = $1 RETURNING last_seq, state, ",
+        pushes!()
+    ))
+    .bind(task_id.as_str())
+    .fetch_one(&mut *conn)
+    .await?;
     let last_seq: i64 = row.try_get("last_seq")?;
     let state: String = row.try_get("state")?;
+    let pushes: i64 = row.try_get("pushes")?;
     if let Some(existing) = sqlx::query("SELECT seq FROM events WHERE task_id = $1 AND event_key = $2")
         .bind(task_id.as_str())
         .bind(key.as_str())
         .fetch_optional(&mut *conn)
         .await?
     {
-        return Ok(Appended { seq: existing.try_get("seq")?, new: false });
+        return Ok(Appended { seq: existing.try_get("seq")?, new: false, pushes: false });
     }
     let state: TaskState = state.parse().unwrap_or_default();
     if state.is_terminal() {
@@ -222,7 +238,7 @@ async fn append(
     insert_event(seq).execute(&mut *conn).await?;
     update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
     fields.changes.write(conn, &task_id).await?;
-    Ok(Appended { seq, new: true })
+    Ok(Appended { seq, new: true, pushes: pushes > 0 })
 }
 
 impl Store {
@@ -489,6 +505,7 @@ mod tests {
     on_both!(list_tasks_pages_newest_first_filters_and_shows_the_current_status, list_tasks_paging);
     on_both!(push_configs_and_participants_round_trip, push_and_participants);
     on_both!(a_new_tasks_audit_row_and_participants_are_written_together_or_not_at_all, new_task_inbox);
+    on_both!(an_append_says_whether_the_task_has_push_configs, append_reports_push_configs);
     on_both!(history_and_artifacts_are_stored_one_row_each_and_read_back_whole, history_rows);
     on_both!(snapshots_stored_whole_by_an_older_version_are_split_once, split_chore);
 
@@ -609,6 +626,31 @@ mod tests {
         assert_eq!(store.participant_role("t", "bob").await.unwrap(), None);
     }
 
+    async fn append_reports_push_configs(store: Store) {
+        let config = |task: &str| crate::PushRow {
+            task_id: task.into(),
+            config_id: "c".into(),
+            url: "https://hooks.example.com/a2a".into(),
+            sealed: "s".into(),
+        };
+        // A task's first event (its row does not exist yet), without and with a config
+        // stored before it (a config sent with the task's first message).
+        let plain = store.append(&new("plain", "k1", status("plain", TaskState::Working))).await.unwrap();
+        assert!(!plain.pushes, "a task without push configs");
+        store.put_push_config(&config("early")).await.unwrap();
+        let early = store.append(&new("early", "k1", status("early", TaskState::Working))).await.unwrap();
+        assert!(early.pushes, "a config stored before the task's first event");
+        // A later event sees a config added in between, and no longer once it is deleted.
+        store.put_push_config(&config("plain")).await.unwrap();
+        let later = store.append(&new("plain", "k2", status("plain", TaskState::Working))).await.unwrap();
+        assert!(later.new && later.pushes, "a config added after the first event");
+        let retry = store.append(&new("plain", "k2", status("plain", TaskState::Working))).await.unwrap();
+        assert_eq!(retry, Appended { seq: 2, new: false, pushes: false }, "a retry is not pushed again");
+        store.delete_push_config("plain", "c").await.unwrap();
+        let after = store.append(&new("plain", "k3", status("plain", TaskState::Working))).await.unwrap();
+        assert!(!after.pushes, "the config was deleted");
+    }
+
     async fn new_task_inbox(store: Store) {
         let m = a2a_types::Message::agent_text("m1", "hi");
         let first = [("agent".to_string(), "assignee".to_string()), ("alice".to_string(), "reporter".to_string())];
@@ -630,7 +672,7 @@ mod tests {
         let b = store.append(&new("t", "k2", status("t", TaskState::Working))).await.unwrap();
         let again = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
         assert_eq!((a.seq, b.seq), (1, 2));
-        assert_eq!(again, Appended { seq: 1, new: false });
+        assert_eq!(again, Appended { seq: 1, new: false, pushes: false });
         store.append(&new("t", "k3", status("t", TaskState::Canceled))).await.unwrap();
         let refused = store.append(&new("t", "k4", status("t", TaskState::Working))).await.unwrap_err();
         assert_eq!(refused.to_string(), "the task is in a terminal state (TASK_STATE_CANCELED)");
@@ -646,7 +688,11 @@ mod tests {
             let refused = store.append(&new(t, "late", status(t, TaskState::Working))).await.unwrap_err();
             assert_eq!(refused.to_string(), format!("the task is in a terminal state ({t})"));
             let again = store.append(&new(t, "end", status(t, state))).await.unwrap();
-            assert_eq!(again, Appended { seq: 2, new: false }, "a retry of the terminal event answers its seq");
+            assert_eq!(
+                again,
+                Appended { seq: 2, new: false, pushes: false },
+                "a retry of the terminal event answers its seq"
+            );
         }
         // A state that is not terminal does not fence.
         store.append(&new("ir", "a", status("ir", TaskState::InputRequired))).await.unwrap();

@@ -1,6 +1,7 @@
 //! `emit_event`: append one workflow event to the log (idempotent on its key) and wake
 //! the task's readers, then queue it for the task's push configs (S14: the Task and every
-//! status update; delivery never blocks the task). Returns the seq the store assigned.
+//! status update; delivery never blocks the task), which are read only when the append says
+//! the task has some. Returns the seq the store assigned.
 
 use crate::EmitInput;
 use a2a_types::StreamResponse;
@@ -23,7 +24,7 @@ pub(super) async fn run(
     match store.append(&event).await {
         Ok(appended) => {
             let pushed = matches!(event.event, StreamResponse::Task(_) | StreamResponse::StatusUpdate(_));
-            if let Some(pusher) = pusher.filter(|_| appended.new && pushed) {
+            if let Some(pusher) = pusher.filter(|_| appended.new && appended.pushes && pushed) {
                 pusher.deliver(&event.task_id, &event.event).await;
             }
             Ok(appended.seq)
