@@ -388,22 +388,25 @@ async fn main() -> anyhow::Result<()> {
     // The same for the turn-shaped phase: the server and the bench's client and worker (the
     // Temporal side of a turn without the harness's HTTP and store).
     let mut turn_cpu = (0.0, 0.0, 0.0);
+    // CPU seconds so far of the harness, the server and this process.
+    let cpu_now = |harness_pid: u32| (cpu_secs(harness_pid), cpu_secs(server_pid), cpu_secs(std::process::id()));
+    let add_since = |total: &mut (f64, f64, f64), before: (f64, f64, f64), now: (f64, f64, f64)| {
+        total.0 += now.0 - before.0;
+        total.1 += now.1 - before.1;
+        total.2 += now.2 - before.2;
+    };
     for t in 0..turns {
         let r = raw_slice(&client, &raw_ids, slice, Raw::Update).await;
         let u = raw_slice(&client, &raw_ids, slice, Raw::UpdateWithStart).await;
-        let before = (cpu_secs(harness.id()), cpu_secs(server_pid), cpu_secs(std::process::id()));
+        let before = cpu_now(harness.id());
         let w = raw_slice(&client, &turn_ids, slice, Raw::Turn).await;
-        turn_cpu.0 += cpu_secs(harness.id()) - before.0;
-        turn_cpu.1 += cpu_secs(server_pid) - before.1;
-        turn_cpu.2 += cpu_secs(std::process::id()) - before.2;
-        let before = (cpu_secs(harness.id()), cpu_secs(server_pid), cpu_secs(std::process::id()));
+        add_since(&mut turn_cpu, before, cpu_now(harness.id()));
+        let before = cpu_now(harness.id());
         let h = harness_slice(&http, &base, &tasks, slice).await;
+        add_since(&mut cpu, before, cpu_now(harness.id()));
         // Each turn's counts: a rate that falls as the conversations grow shows here.
         eprintln!("bench: turn {}: raw {r}, update-with-start {u}, turn-shaped {w}, harness {h} in 2 s", t + 1);
         (raw_n, uws_n, turn_n, harness_n) = (raw_n + r, uws_n + u, turn_n + w, harness_n + h);
-        cpu.0 += cpu_secs(harness.id()) - before.0;
-        cpu.1 += cpu_secs(server_pid) - before.1;
-        cpu.2 += cpu_secs(std::process::id()) - before.2;
     }
     stop_floor(&client, raw_ids).await;
     for id in turn_ids {
