@@ -276,6 +276,42 @@ async fn with_no_worker_polling_a_send_message_gets_a_clear_error_instead_of_han
     assert!(msg.contains("did not answer") && msg.contains(&h.task_queue), "{msg}");
 }
 
+/// S5: a sender who hangs up while its message is on its way to Temporal does not leave the
+/// audit row half-written: the delivery goes on without the request, and its outcome (here
+/// Temporal's silence, with no worker polling) is recorded all the same.
+#[tokio::test]
+async fn a_message_whose_sender_hung_up_during_delivery_still_gets_its_audited_outcome() {
+    let h =
+        HarnessProcess::start(HarnessOptions { worker: false, request_timeout_secs: 2, ..Default::default() }).await;
+    let message = user_text("are you still there?");
+    let message_id = message["messageId"].as_str().unwrap().to_string();
+    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(500)).build().unwrap();
+    let sent = impatient
+        .post(format!("{}/a2a/jsonrpc", h.base_url))
+        .header("A2A-Version", "1.0")
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}).to_string())
+        .send()
+        .await;
+    assert!(sent.is_err_and(|e| e.is_timeout()), "the sender gave up before the 2 s request timeout");
+    let store = h.store().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let row = loop {
+        let rows = store.inbox_of_message(&message_id).await.unwrap();
+        assert_eq!(rows.len(), 1, "one audit row for the message");
+        if rows[0].outcome != "received" || std::time::Instant::now() > deadline {
+            break rows.into_iter().next().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        row.outcome.starts_with("refused") && row.outcome.contains("did not answer"),
+        "the outcome names what became of the message: {}",
+        row.outcome
+    );
+    assert!(row.body.contains("are you still there?"));
+}
+
 /// What a turn hands to its activities does not grow with the conversation: `call_model`
 /// (a regular activity for a scripted model, so its input is in the workflow history) gets
 /// where the turn's message ends and reads the conversation from the store (the model's

@@ -87,10 +87,22 @@ impl Store {
 
     /// The audit rows of a task, oldest first.
     pub async fn inbox_of(&self, task_id: &str) -> Result<Vec<InboxRow>, StoreError> {
-        let rows = sqlx::query("SELECT request_id, task_id, message_id, outcome, body FROM inbox WHERE task_id = $1 ORDER BY received_at, request_id")
-            .bind(task_id)
-            .fetch_all(self.reads())
-            .await?;
+        self.inbox_where("task_id", task_id).await
+    }
+
+    /// The audit rows of a message id (the id its sender chose), oldest first: where a
+    /// message went when its sender never saw the answer. For operators and tests: no index
+    /// serves it, so it reads the whole audit table.
+    pub async fn inbox_of_message(&self, message_id: &str) -> Result<Vec<InboxRow>, StoreError> {
+        self.inbox_where("message_id", message_id).await
+    }
+
+    async fn inbox_where(&self, column: &'static str, value: &str) -> Result<Vec<InboxRow>, StoreError> {
+        let sql = format!(
+            "SELECT request_id, task_id, message_id, outcome, body FROM inbox WHERE {column} = $1 \
+             ORDER BY received_at, request_id"
+        );
+        let rows = sqlx::query(&sql).bind(value).fetch_all(self.reads()).await?;
         rows.iter()
             .map(|r| {
                 Ok(InboxRow {

@@ -109,23 +109,78 @@ struct Accepted {
     before: Option<Task>,
 }
 
+/// A message durable in its task's inbox (S5) whose delivery runs in a task of its own.
+struct Pending {
+    task_id: String,
+    message: Message,
+    before: Option<Task>,
+    /// The message opened the task: its log starts at seq 1 with the Task.
+    new_task: bool,
+    /// Update-with-start, then the audit row's outcome: they complete even when the caller
+    /// goes away before them.
+    delivery: tokio::task::JoinHandle<Result<Receipt, A2AError>>,
+}
+
+/// Waits for a delivery's answer.
+async fn delivered(delivery: &mut tokio::task::JoinHandle<Result<Receipt, A2AError>>) -> Result<Receipt, A2AError> {
+    delivery.await.map_err(|e| A2AError::internal(format!("the delivery of the message failed: {e}")))?
+}
+
+impl Pending {
+    /// Waits for the workflow's answer to the message.
+    async fn accepted(mut self) -> Result<Accepted, A2AError> {
+        let receipt = delivered(&mut self.delivery).await?;
+        Ok(Accepted { task_id: self.task_id, receipt, message: self.message, before: self.before })
+    }
+}
+
 fn store_error(e: harness_store::StoreError) -> A2AError {
     A2AError::internal(format!("the store failed: {e}"))
+}
+
+/// Maps a failed update-with-start to the A2A error the client should see.
+async fn update_error(store: &Store, task_id: &str, e: WorkflowUpdateWithStartError) -> A2AError {
+    let text = format!("{e:?}");
+    if let Some(r) = Refusal::decode(&text) {
+        let kind = match r.reason.as_str() {
+            "INVALID_PARAMS" => ErrorKind::InvalidParams,
+            "TASK_NOT_FOUND" => ErrorKind::TaskNotFound,
+            _ => ErrorKind::UnsupportedOperation,
+        };
+        return A2AError::new(kind, r.message).with("taskId", task_id);
+    }
+    // The run has closed (TEMPORAL-RUST.md items 1 and 3): answer from the store (S7).
+    let closed = matches!(&e, WorkflowUpdateWithStartError::Update(WorkflowUpdateError::NotFound(_)))
+        || matches!(&e, WorkflowUpdateWithStartError::Start(_))
+        || text.contains("AlreadyExists")
+        || text.contains("already completed");
+    if closed
+        && let Ok(Some(head)) = store.task_head(task_id).await
+        && head.state.is_terminal()
+    {
+        return A2AError::unsupported(terminal_refusal(head.state))
+            .with("taskId", task_id)
+            .with("state", head.state.as_str());
+    }
+    tracing::error!(task_id, error = %e, "update-with-start failed");
+    A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
+}
+
+/// The error of a Temporal call that outlived the request timeout.
+fn unanswered(what: &str, timeout: Duration, task_queue: &str) -> A2AError {
+    A2AError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "Temporal did not answer {what} within {} s: is a worker polling task queue `{task_queue}`?",
+            timeout.as_secs()
+        ),
+    )
 }
 
 impl HarnessHandler {
     /// Bounds a Temporal call; a timeout is a clear Unavailable error, never a hang.
     async fn bounded<T>(&self, what: &str, fut: impl Future<Output = T>) -> Result<T, A2AError> {
-        tokio::time::timeout(self.timeout, fut).await.map_err(|_| {
-            A2AError::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "Temporal did not answer {what} within {} s: is a worker polling task queue `{}`?",
-                    self.timeout.as_secs(),
-                    self.task_queue
-                ),
-            )
-        })
+        tokio::time::timeout(self.timeout, fut).await.map_err(|_| unanswered(what, self.timeout, &self.task_queue))
     }
 
     /// The stored row of a task with the newest `history_length` messages (all: `None`).
@@ -143,15 +198,16 @@ impl HarnessHandler {
         err
     }
 
-    /// Validates, redacts, audits and delivers a message to its task's inbox (S4, S5, S7).
-    /// `want_snapshot`: also read the stored snapshot of a continued task before delivering
-    /// (a stream or `returnImmediately` answers with it); a blocking send does not need it.
-    async fn accept(
+    /// Validates, redacts and audits a message, and starts its delivery to the task's inbox
+    /// (S4, S5, S7). `want_snapshot`: also read the stored snapshot of a continued task
+    /// before delivering (a stream or `returnImmediately` answers with it); a blocking send
+    /// does not need it.
+    async fn admit(
         &self,
         ctx: &CallContext,
         req: SendMessageRequest,
         want_snapshot: bool,
-    ) -> Result<Accepted, A2AError> {
+    ) -> Result<Pending, A2AError> {
         let request_id = uuid::Uuid::new_v4().to_string();
         let caller =
             self.caller(ctx, &[req.message.as_ref().and_then(|m| m.metadata.as_ref()), req.metadata.as_ref()]).await?;
@@ -265,68 +321,58 @@ impl HarnessHandler {
                 default_brief(&message, reporter, &self.agent_id)
             }),
         };
-        let item = InboxItem { request_id: request_id.clone(), message: message.clone() };
-        let options = WorkflowUpdateWithStartOptions::new(
-            self.task_queue.clone(),
-            task_id.clone(),
-            WorkflowIdConflictPolicy::UseExisting,
-        )
-        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
-        .build();
-        let sent = self
-            .bounded(
-                "the message",
-                self.gates.deliver(
-                    &task_id,
-                    self.client.execute_update_with_start_workflow(
-                        TaskWorkflow::run,
-                        input,
-                        TaskWorkflow::inbox,
-                        item,
-                        options,
-                    ),
-                ),
-            )
-            .await;
-        let outcome = match sent {
-            Ok(Ok(receipt)) => Ok(receipt),
-            Ok(Err(e)) => Err(self.update_error(&task_id, e).await),
-            Err(timeout) => Err(timeout),
-        };
-        let audit = match &outcome {
-            Ok(_) => InboxOutcome::Accepted,
-            Err(e) => InboxOutcome::Refused(e.message.clone()),
-        };
-        self.store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
-        Ok(Accepted { task_id, receipt: outcome?, message, before })
+        let item = InboxItem { request_id, message: message.clone() };
+        let delivery = self.deliver(input, item);
+        Ok(Pending { task_id, message, before, new_task, delivery })
     }
 
-    /// Maps a failed update-with-start to the A2A error the client should see.
-    async fn update_error(&self, task_id: &str, e: WorkflowUpdateWithStartError) -> A2AError {
-        let text = format!("{e:?}");
-        if let Some(r) = Refusal::decode(&text) {
-            let kind = match r.reason.as_str() {
-                "INVALID_PARAMS" => ErrorKind::InvalidParams,
-                "TASK_NOT_FOUND" => ErrorKind::TaskNotFound,
-                _ => ErrorKind::UnsupportedOperation,
+    /// Runs a message's update-with-start in a task of its own, bounded by the request
+    /// timeout, and writes its audit row's outcome (S5) whatever becomes of the caller.
+    fn deliver(&self, input: TaskInput, item: InboxItem) -> tokio::task::JoinHandle<Result<Receipt, A2AError>> {
+        let (client, store, gates) = (self.client.clone(), self.store.clone(), self.gates.clone());
+        let (timeout, task_queue) = (self.timeout, self.task_queue.clone());
+        tokio::spawn(async move {
+            let task_id = input.task_id.clone();
+            let request_id = item.request_id.clone();
+            let options = WorkflowUpdateWithStartOptions::new(
+                task_queue.clone(),
+                task_id.clone(),
+                WorkflowIdConflictPolicy::UseExisting,
+            )
+            .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+            .build();
+            let update =
+                client.execute_update_with_start_workflow(TaskWorkflow::run, input, TaskWorkflow::inbox, item, options);
+            let outcome = match tokio::time::timeout(timeout, gates.deliver(&task_id, update)).await {
+                Ok(Ok(receipt)) => Ok(receipt),
+                Ok(Err(e)) => Err(update_error(&store, &task_id, e).await),
+                Err(_) => Err(unanswered("the message", timeout, &task_queue)),
             };
-            return A2AError::new(kind, r.message).with("taskId", task_id);
+            let audit = match &outcome {
+                Ok(_) => InboxOutcome::Accepted,
+                Err(e) => InboxOutcome::Refused(e.message.clone()),
+            };
+            store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
+            outcome
+        })
+    }
+
+    /// The log of a task a message just opened, from its first event (the Task, seq 1). It
+    /// is followed while Temporal's answer to the update is still on its way: the turn that
+    /// accepts the message appends the Task before its workflow task completes (an instant
+    /// model's whole turn runs in it), so the first event does not wait for that. Only an
+    /// accepted message appends to a new task's log; a refusal that comes first is returned.
+    async fn opened_log(&self, pending: Pending, stop: StopAt) -> Result<EventStream, A2AError> {
+        let mut log = self.log_stream(pending.task_id, 0, stop);
+        let mut delivery = pending.delivery;
+        tokio::select! {
+            first = log.next() => match first {
+                Some(Ok(event)) => Ok(futures::stream::once(async move { Ok(event) }).chain(log).boxed()),
+                Some(Err(e)) => Err(e),
+                None => delivered(&mut delivery).await.map(|_| log),
+            },
+            receipt = delivered(&mut delivery) => receipt.map(|_| log),
         }
-        // The run has closed (TEMPORAL-RUST.md items 1 and 3): answer from the store (S7).
-        let closed = matches!(&e, WorkflowUpdateWithStartError::Update(WorkflowUpdateError::NotFound(_)))
-            || matches!(&e, WorkflowUpdateWithStartError::Start(_))
-            || text.contains("AlreadyExists")
-            || text.contains("already completed");
-        if closed
-            && let Ok(Some(head)) = self.store.task_head(task_id).await
-            && head.state.is_terminal()
-        {
-            return A2AError::unsupported(terminal_refusal(head.state))
-                .with("taskId", task_id)
-                .with("state", head.state.as_str());
-        }
-        tracing::error!(task_id, error = %e, "update-with-start failed");
-        A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
     }
 
     /// Reads the log of a task from `after`, in order, until `stop` (D1).
@@ -363,16 +409,15 @@ impl HarnessHandler {
         .boxed()
     }
 
-    /// Reads a task's log from `after` until `stop`, then answers with the stored task (the
-    /// snapshot written with that final event) and the newest `history_length` messages.
-    async fn task_after(
+    /// Reads a task's log to its end (`events` stops where it should), then answers with
+    /// the stored task (the snapshot written with that final event) and the newest
+    /// `history_length` messages.
+    async fn task_at_end(
         &self,
         task_id: &str,
-        after: i64,
-        stop: StopAt,
+        mut events: EventStream,
         history_length: Option<i32>,
     ) -> Result<Task, A2AError> {
-        let mut events = self.log_stream(task_id.to_string(), after, stop);
         while let Some(event) = events.next().await {
             event?;
         }
@@ -569,14 +614,20 @@ impl HarnessHandler {
 impl RequestHandler for HarnessHandler {
     async fn send_message(&self, ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError> {
         let config = req.configuration.clone().unwrap_or_default();
-        let accepted = self.accept(ctx, req, config.return_immediately).await?;
+        let pending = self.admit(ctx, req, config.return_immediately).await?;
         if config.return_immediately {
-            let task = Self::accepted_task(accepted)?;
+            let task = Self::accepted_task(pending.accepted().await?)?;
             return Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)));
         }
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
-        let task =
-            self.task_after(&accepted.task_id, accepted.receipt.cursor, StopAt::Final, config.history_length).await?;
+        let task_id = pending.task_id.clone();
+        let log = if pending.new_task {
+            self.opened_log(pending, StopAt::Final).await?
+        } else {
+            let accepted = pending.accepted().await?;
+            self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final)
+        };
+        let task = self.task_at_end(&task_id, log, config.history_length).await?;
         Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)))
     }
 
@@ -585,13 +636,14 @@ impl RequestHandler for HarnessHandler {
         ctx: &CallContext,
         req: SendMessageRequest,
     ) -> Result<EventStream, A2AError> {
-        let accepted = self.accept(ctx, req, true).await?;
-        let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
-        if accepted.receipt.cursor == 0 {
+        let pending = self.admit(ctx, req, true).await?;
+        if pending.new_task {
             // A new task: its log begins with the Task (seq 1).
-            return Ok(log);
+            return self.opened_log(pending, StopAt::Final).await;
         }
         // A continued task: the stream still begins with the Task, the message added.
+        let accepted = pending.accepted().await?;
+        let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
         let task = Self::accepted_task(accepted)?;
         Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
     }
@@ -636,7 +688,8 @@ impl RequestHandler for HarnessHandler {
                 return Err(A2AError::internal(format!("could not cancel task {}: {e}", req.id)));
             }
         }
-        self.bounded("the cancellation", self.task_after(&req.id, after, StopAt::Terminal, None)).await?
+        let log = self.log_stream(req.id.clone(), after, StopAt::Terminal);
+        self.bounded("the cancellation", self.task_at_end(&req.id, log, None)).await?
     }
 
     async fn subscribe_to_task(&self, ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError> {

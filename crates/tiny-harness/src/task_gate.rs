@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::RwLock;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct TaskGates {
     gates: Arc<Mutex<HashMap<String, Arc<RwLock<()>>>>>,
 }
