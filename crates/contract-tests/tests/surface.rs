@@ -218,6 +218,11 @@ type Posts = std::sync::Arc<std::sync::Mutex<Vec<(String, String, String, Value)
 
 /// A webhook on loopback that records every post and answers 200.
 async fn webhook() -> (String, Posts) {
+    webhook_answering(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true))).await
+}
+
+/// A webhook that takes posts while `open` holds (recording them) and answers 503 else.
+async fn webhook_answering(open: std::sync::Arc<std::sync::atomic::AtomicBool>) -> (String, Posts) {
     let posts = Posts::default();
     let record = posts.clone();
     let app = axum::Router::new().route(
@@ -226,12 +231,16 @@ async fn webhook() -> (String, Posts) {
             move |axum::extract::Path(hook): axum::extract::Path<String>,
                   headers: axum::http::HeaderMap,
                   axum::Json(body): axum::Json<Value>| {
-                let record = record.clone();
+                let (record, open) = (record.clone(), open.clone());
                 async move {
+                    if !open.load(std::sync::atomic::Ordering::SeqCst) {
+                        return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                    }
                     let header =
                         |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
                     let token = header("x-a2a-notification-token");
                     record.lock().unwrap().push((hook, token, header("authorization"), body));
+                    axum::http::StatusCode::OK
                 }
             },
         ),
@@ -268,6 +277,39 @@ async fn pushed(posts: &Posts, hook: &str, task: &str, count: usize) -> Vec<(Str
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// S14: delivery is at-least-once across a crash. The webhook is down while a turn's events
+/// are pushed; the harness is killed with SIGKILL while it still retries them; once it is
+/// back (the webhook up again) it posts what its outbox still held, in log order, and the
+/// outbox empties.
+#[tokio::test]
+async fn pushes_a_killed_harness_had_not_delivered_are_posted_after_its_restart() {
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (url, posts) = webhook_answering(open.clone()).await;
+    let mut h = HarnessProcess::start(HarnessOptions::default()).await;
+    let config = json!({"taskPushNotificationConfig": {"url": format!("{url}/down"), "token": "tok-down"}});
+    let r = h.client().send(user_text("while the hook is down"), config).await;
+    let task = r["result"]["task"]["id"].as_str().expect("a task").to_string();
+    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    assert!(posts.lock().unwrap().is_empty(), "the hook took nothing yet");
+
+    h.restart().await;
+    open.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = pushed(&posts, "down", &task, 3).await;
+    let expected = [
+        ("task", "TASK_STATE_SUBMITTED"),
+        ("statusUpdate", "TASK_STATE_WORKING"),
+        ("statusUpdate", "TASK_STATE_INPUT_REQUIRED"),
+    ];
+    assert_eq!(seen, expected.map(|(k, s)| (k.to_string(), s.to_string())), "every event, in log order");
+    assert!(posts.lock().unwrap().iter().all(|p| p.1 == "tok-down"), "with the config's token");
+    let store = h.store().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.pending_pushes().await.unwrap() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(store.pending_pushes().await.unwrap(), 0, "delivered pushes leave the outbox");
 }
 
 /// S14: the Task and every status update reach each push config of the task, in log order,

@@ -6,11 +6,17 @@
 //! slow webhook delays only itself; a failed post is retried with exponential backoff up to
 //! the policy's attempts, then dropped with a warning naming the URL (never the token or
 //! the body). `deliver` only enqueues: it never waits on a webhook.
+//!
+//! Every delivery is also in the store's outbox, put there by the append of its event and
+//! taken out once posted or given up. [`Pusher::spawn_sweeper`] takes over what a process
+//! that died left there (when this process starts, and then whenever a lease runs out), so
+//! delivery is at-least-once across a crash; a delivery that was posted just before the
+//! crash can come twice.
 
 use crate::{PushKey, PushSecret};
 use a2a_types::StreamResponse;
-use harness_store::Store;
-use std::collections::HashMap;
+use harness_store::{PUSH_LEASE, PendingPush, Store};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -33,6 +39,9 @@ impl Default for DeliveryPolicy {
 }
 
 struct Job {
+    task_id: String,
+    config_id: String,
+    seq: i64,
     url: String,
     secret: PushSecret,
     body: String,
@@ -45,12 +54,15 @@ pub struct Pusher {
     http: reqwest::Client,
     policy: DeliveryPolicy,
     queues: Mutex<HashMap<(String, String), mpsc::UnboundedSender<Job>>>,
+    /// Deliveries queued in this process (task, config, seq), so a sweep does not queue
+    /// one twice.
+    queued: Mutex<HashSet<(String, String, i64)>>,
 }
 
 impl Pusher {
     pub fn new(store: Store, key: PushKey, policy: DeliveryPolicy) -> Arc<Self> {
         let http = reqwest::Client::builder().timeout(policy.timeout).build().expect("an HTTP client builds");
-        Arc::new(Self { store, key, http, policy, queues: Mutex::new(HashMap::new()) })
+        Arc::new(Self { store, key, http, policy, queues: Mutex::default(), queued: Mutex::default() })
     }
 
     /// The key that seals and opens config secrets.
@@ -58,11 +70,13 @@ impl Pusher {
         &self.key
     }
 
-    /// Queues `event` for every push config of `task_id`. Returns once queued.
-    pub async fn deliver(self: &Arc<Self>, task_id: &str, event: &StreamResponse) {
+    /// Queues `event` (the log's `seq`, which its append put in the outbox) for every push
+    /// config of `task_id`. Returns once queued.
+    pub async fn deliver(self: &Arc<Self>, task_id: &str, event: &StreamResponse, seq: i64) {
         let configs = match self.store.push_configs(task_id).await {
             Ok(c) => c,
             Err(e) => {
+                // The outbox keeps the deliveries; a sweep takes them once their lease runs out.
                 tracing::warn!(task_id, error = %e, "push: could not read the task's push configs");
                 return;
             }
@@ -77,23 +91,76 @@ impl Pusher {
                 return;
             }
         };
-        let terminal = event.state().is_some_and(|s| s.is_terminal());
+        let pending = configs.into_iter().map(|c| PendingPush {
+            task_id: c.task_id,
+            config_id: c.config_id,
+            seq,
+            url: c.url,
+            sealed: c.sealed,
+            body: body.clone(),
+        });
+        self.enqueue(pending);
+        if event.state().is_some_and(|s| s.is_terminal()) {
+            // Nothing follows a terminal event: the workers drain their queues and end.
+            self.queues.lock().expect("push queues").retain(|(t, _), _| t != task_id);
+        }
+    }
+
+    /// Takes over the outbox's deliveries of `task_queue`'s tasks that no process holds (see
+    /// [`Store::claim_pushes`]) and queues them, in log order per config. Returns how many.
+    pub async fn resume(
+        self: &Arc<Self>,
+        task_queue: &str,
+        starting: bool,
+    ) -> Result<usize, harness_store::StoreError> {
+        let pending = self.store.claim_pushes(task_queue, starting).await?;
+        let fresh: Vec<PendingPush> = {
+            let queued = self.queued.lock().expect("queued pushes");
+            pending.into_iter().filter(|p| !queued.contains(&(p.task_id.clone(), p.config_id.clone(), p.seq))).collect()
+        };
+        let n = fresh.len();
+        self.enqueue(fresh.into_iter());
+        Ok(n)
+    }
+
+    /// Resumes what the outbox holds when started, then again every half lease.
+    pub fn spawn_sweeper(self: &Arc<Self>, task_queue: String) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut starting = true;
+            loop {
+                match this.resume(&task_queue, starting).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(deliveries = n, "push: took over deliveries left in the outbox"),
+                    Err(e) => tracing::warn!(error = %e, "push: could not read the outbox"),
+                }
+                starting = false;
+                tokio::time::sleep(PUSH_LEASE / 2).await;
+            }
+        })
+    }
+
+    fn enqueue(self: &Arc<Self>, pending: impl Iterator<Item = PendingPush>) {
         let mut queues = self.queues.lock().expect("push queues");
-        for config in configs {
-            let secret = match self.key.open(&config.sealed) {
+        let mut queued = self.queued.lock().expect("queued pushes");
+        for p in pending {
+            let secret = match self.key.open(&p.sealed) {
                 Ok(s) => s,
                 Err(e) => {
-                    tracing::warn!(task_id, config_id = %config.config_id, error = %e, "push: config skipped");
+                    tracing::warn!(task_id = %p.task_id, config_id = %p.config_id, error = %e, "push: config skipped");
                     continue;
                 }
             };
-            let key = (config.task_id.clone(), config.config_id.clone());
-            let sender = queues.entry(key).or_insert_with(|| self.spawn_worker());
-            let _ = sender.send(Job { url: config.url, secret, body: body.clone() });
-        }
-        if terminal {
-            // Nothing follows a terminal event: the workers drain their queues and end.
-            queues.retain(|(t, _), _| t != task_id);
+            queued.insert((p.task_id.clone(), p.config_id.clone(), p.seq));
+            let sender = queues.entry((p.task_id.clone(), p.config_id.clone())).or_insert_with(|| self.spawn_worker());
+            let _ = sender.send(Job {
+                task_id: p.task_id,
+                config_id: p.config_id,
+                seq: p.seq,
+                url: p.url,
+                secret,
+                body: p.body,
+            });
         }
     }
 
@@ -103,6 +170,10 @@ impl Pusher {
         tokio::spawn(async move {
             while let Some(job) = rx.recv().await {
                 this.post_with_retries(&job).await;
+                if let Err(e) = this.store.push_done(&job.task_id, &job.config_id, job.seq).await {
+                    tracing::warn!(task_id = %job.task_id, error = %e, "push: could not clear a delivery from the outbox");
+                }
+                this.queued.lock().expect("queued pushes").remove(&(job.task_id, job.config_id, job.seq));
             }
         });
         tx

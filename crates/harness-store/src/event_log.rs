@@ -59,8 +59,9 @@ pub struct Appended {
     pub seq: i64,
     /// False when the key was already in the log (a retry).
     pub new: bool,
-    /// Whether the task had push configs when this event was appended (read in the
-    /// append's transaction), so push delivery reads them only then (S14). False for a retry.
+    /// Whether this event went to the push outbox: a Task or status event of a task that
+    /// had push configs when it was appended (read in the append's transaction), so push
+    /// delivery reads them only then (S14). False for a retry.
     pub pushes: bool,
 }
 
@@ -138,6 +139,10 @@ struct Fields {
     snapshot: String,
     context_id: String,
     changes: Changes,
+    /// The Task or a status event: it goes to the task's push configs (S14).
+    pushed: bool,
+    /// Until when the appending process has the event's push deliveries (epoch ms).
+    push_lease: i64,
 }
 
 impl Fields {
@@ -161,6 +166,8 @@ impl Fields {
             snapshot: e.snapshot.as_ref().map(|t| serde_json::to_string(&t.head())).transpose()?.unwrap_or_default(),
             context_id: e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default(),
             changes: Changes::of(e)?,
+            pushed: matches!(e.event, StreamResponse::Task(_) | StreamResponse::StatusUpdate(_)),
+            push_lease: crate::push::lease_from_now(),
         })
     }
 }
@@ -201,7 +208,11 @@ async fn append(
         let pushes: i64 = row.try_get("pushes")?;
         insert_event(seq).execute(&mut *conn).await?;
         fields.changes.write(conn, &task_id).await?;
-        return Ok(Appended { seq, new: true, pushes: pushes > 0 });
+        let pushes = pushes > 0 && fields.pushed;
+        if pushes {
+            crate::push::to_outbox(conn, &task_id, seq, fields.push_lease).await?;
+        }
+        return Ok(Appended { seq, new: true, pushes });
     }
     // Otherwise nothing was written yet: a task's first event, a retried key, or a closed task.
     sqlx::query(
@@ -238,7 +249,11 @@ async fn append(
     insert_event(seq).execute(&mut *conn).await?;
     update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
     fields.changes.write(conn, &task_id).await?;
-    Ok(Appended { seq, new: true, pushes: pushes > 0 })
+    let pushes = pushes > 0 && fields.pushed;
+    if pushes {
+        crate::push::to_outbox(conn, &task_id, seq, fields.push_lease).await?;
+    }
+    Ok(Appended { seq, new: true, pushes })
 }
 
 impl Store {
@@ -506,6 +521,7 @@ mod tests {
     on_both!(push_configs_and_participants_round_trip, push_and_participants);
     on_both!(a_new_tasks_audit_row_and_participants_are_written_together_or_not_at_all, new_task_inbox);
     on_both!(an_append_says_whether_the_task_has_push_configs, append_reports_push_configs);
+    on_both!(pushed_events_wait_in_the_outbox_until_done_and_an_unheld_one_is_taken_over, push_outbox);
     on_both!(history_and_artifacts_are_stored_one_row_each_and_read_back_whole, history_rows);
     on_both!(snapshots_stored_whole_by_an_older_version_are_split_once, split_chore);
 
@@ -649,6 +665,52 @@ mod tests {
         store.delete_push_config("plain", "c").await.unwrap();
         let after = store.append(&new("plain", "k3", status("plain", TaskState::Working))).await.unwrap();
         assert!(!after.pushes, "the config was deleted");
+    }
+
+    async fn push_outbox(store: Store) {
+        let config = |id: &str| crate::PushRow {
+            task_id: "t".into(),
+            config_id: id.into(),
+            url: format!("https://hooks.example.com/{id}"),
+            sealed: format!("sealed-{id}"),
+        };
+        store.put_push_config(&config("a")).await.unwrap();
+        store.put_push_config(&config("b")).await.unwrap();
+        let task = StreamResponse::Task(a2a_types::Task { id: "t".into(), ..Default::default() });
+        assert!(store.append(&new("t", "k1", task)).await.unwrap().pushes, "the Task is pushed");
+        let chunk = StreamResponse::ArtifactUpdate(a2a_types::TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            artifact: artifact("x", "chunk"),
+            ..Default::default()
+        });
+        assert!(!store.append(&new("t", "k2", chunk)).await.unwrap().pushes, "an artifact chunk is not pushed");
+        assert!(store.append(&new("t", "k3", status("t", TaskState::Working))).await.unwrap().pushes);
+        assert_eq!(store.pending_pushes().await.unwrap(), 4, "two pushed events, each for two configs");
+
+        // The appending process holds them: nobody takes them over while the lease runs.
+        assert!(store.claim_pushes("q", false).await.unwrap().is_empty());
+        // An SQLite store's only process, starting, takes them all: the one that appended
+        // them is gone. A Postgres store may have other processes: it waits for the lease.
+        let taken = store.claim_pushes("q", true).await.unwrap();
+        if store.backend() == crate::Backend::Postgres {
+            assert!(taken.is_empty(), "{taken:?}");
+            sqlx::query("UPDATE push_outbox SET claimed_until = 0").execute(store.reads()).await.unwrap();
+            assert!(store.claim_pushes("other-queue", false).await.unwrap().is_empty(), "another queue's tasks");
+            let taken = store.claim_pushes("q", false).await.unwrap();
+            assert_eq!(taken.len(), 4, "a run-out lease is taken over");
+        } else {
+            let order: Vec<(&str, i64)> = taken.iter().map(|p| (p.config_id.as_str(), p.seq)).collect();
+            assert_eq!(order, [("a", 1), ("a", 3), ("b", 1), ("b", 3)], "per config, in log order");
+            assert_eq!(taken[0].url, "https://hooks.example.com/a");
+            assert_eq!(taken[0].sealed, "sealed-a");
+            assert!(taken[1].body.contains("TASK_STATE_WORKING"), "the event as the log holds it");
+        }
+        assert!(store.claim_pushes("q", false).await.unwrap().is_empty(), "taken anew: held again");
+
+        store.push_done("t", "a", 1).await.unwrap();
+        assert_eq!(store.pending_pushes().await.unwrap(), 3, "a done delivery leaves");
+        store.delete_push_config("t", "b").await.unwrap();
+        assert_eq!(store.pending_pushes().await.unwrap(), 1, "a deleted config's deliveries go with it");
     }
 
     async fn new_task_inbox(store: Store) {

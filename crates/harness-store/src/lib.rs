@@ -19,7 +19,7 @@ mod writer;
 pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskPage, TaskQuery, TaskRow};
 pub use inbox::{InboxOutcome, InboxRow};
 pub use notifier::Notifier;
-pub use push::PushRow;
+pub use push::{PUSH_LEASE, PendingPush, PushRow};
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, ConnectOptions, Executor};

@@ -55,6 +55,7 @@ struct Running {
     embedded: Option<EmbeddedTemporal>,
     store: Store,
     monitor_task: Option<tokio::task::JoinHandle<()>>,
+    push_sweeper: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// The agent, embeddable (S17): [`Harness::router`] exists from construction and answers
@@ -219,6 +220,8 @@ impl Harness {
             );
         }
         let pusher = push_key.map(|key| Pusher::new(store.clone(), key, DeliveryPolicy::default()));
+        // S14: deliveries a stopped or killed process left in the outbox.
+        let push_sweeper = pusher.as_ref().map(|p| p.spawn_sweeper(config.temporal.task_queue.clone()));
         let activities = Activities { store: store.clone(), models, pusher: pusher.clone() };
         let (worker_shutdown, worker_task) = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
@@ -260,7 +263,7 @@ impl Harness {
             )
         });
         *self.inner.handler.write().expect("handler slot") = Some(handler);
-        *running = Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task });
+        *running = Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task, push_sweeper });
         Ok(())
     }
 
@@ -269,7 +272,7 @@ impl Harness {
     pub async fn stop(&self) {
         *self.inner.handler.write().expect("handler slot") = None;
         let Some(mut running) = self.inner.running.lock().await.take() else { return };
-        if let Some(task) = running.monitor_task.take() {
+        for task in [running.monitor_task.take(), running.push_sweeper.take()].into_iter().flatten() {
             task.abort();
         }
         if let Some(shutdown) = running.worker_shutdown.take() {

@@ -1,10 +1,9 @@
 //! `emit_event`: append one workflow event to the log (idempotent on its key) and wake
 //! the task's readers, then queue it for the task's push configs (S14: the Task and every
-//! status update; delivery never blocks the task), which are read only when the append says
-//! the task has some. Returns the seq the store assigned.
+//! status update; delivery never blocks the task), which are read only when the append put
+//! the event in the push outbox. Returns the seq the store assigned.
 
 use crate::EmitInput;
-use a2a_types::StreamResponse;
 use harness_store::{NewEvent, Store, StoreError};
 use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::ActivityError;
@@ -23,9 +22,10 @@ pub(super) async fn run(
     };
     match store.append(&event).await {
         Ok(appended) => {
-            let pushed = matches!(event.event, StreamResponse::Task(_) | StreamResponse::StatusUpdate(_));
-            if let Some(pusher) = pusher.filter(|_| appended.new && appended.pushes && pushed) {
-                pusher.deliver(&event.task_id, &event.event).await;
+            // The append put the event in the push outbox (the Task or a status event of a
+            // task with push configs); a retry's was put there by its first append.
+            if let Some(pusher) = pusher.filter(|_| appended.pushes) {
+                pusher.deliver(&event.task_id, &event.event, appended.seq).await;
             }
             Ok(appended.seq)
         }
