@@ -99,7 +99,7 @@ impl Pusher {
             sealed: c.sealed,
             body: body.clone(),
         });
-        self.enqueue(pending);
+        self.enqueue(pending).await;
         if event.state().is_some_and(|s| s.is_terminal()) {
             // Nothing follows a terminal event: the workers drain their queues and end.
             self.queues.lock().expect("push queues").retain(|(t, _), _| t != task_id);
@@ -114,13 +114,7 @@ impl Pusher {
         starting: bool,
     ) -> Result<usize, harness_store::StoreError> {
         let pending = self.store.claim_pushes(task_queue, starting).await?;
-        let fresh: Vec<PendingPush> = {
-            let queued = self.queued.lock().expect("queued pushes");
-            pending.into_iter().filter(|p| !queued.contains(&(p.task_id.clone(), p.config_id.clone(), p.seq))).collect()
-        };
-        let n = fresh.len();
-        self.enqueue(fresh.into_iter());
-        Ok(n)
+        Ok(self.enqueue(pending.into_iter()).await)
     }
 
     /// Resumes what the outbox holds when started, then again every half lease.
@@ -140,28 +134,46 @@ impl Pusher {
         })
     }
 
-    fn enqueue(self: &Arc<Self>, pending: impl Iterator<Item = PendingPush>) {
-        let mut queues = self.queues.lock().expect("push queues");
-        let mut queued = self.queued.lock().expect("queued pushes");
-        for p in pending {
-            let secret = match self.key.open(&p.sealed) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(task_id = %p.task_id, config_id = %p.config_id, error = %e, "push: config skipped");
+    /// Queues deliveries not queued in this process yet (an append's own and a sweep's can
+    /// meet); one whose config this key cannot open is dropped from the outbox, as it can
+    /// never be posted. Returns how many were queued.
+    async fn enqueue(self: &Arc<Self>, pending: impl Iterator<Item = PendingPush>) -> usize {
+        let mut undeliverable = Vec::new();
+        let mut count = 0;
+        {
+            let mut queues = self.queues.lock().expect("push queues");
+            let mut queued = self.queued.lock().expect("queued pushes");
+            for p in pending {
+                let secret = match self.key.open(&p.sealed) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(task_id = %p.task_id, config_id = %p.config_id, error = %e, "push: config skipped");
+                        undeliverable.push(p);
+                        continue;
+                    }
+                };
+                if !queued.insert((p.task_id.clone(), p.config_id.clone(), p.seq)) {
                     continue;
                 }
-            };
-            queued.insert((p.task_id.clone(), p.config_id.clone(), p.seq));
-            let sender = queues.entry((p.task_id.clone(), p.config_id.clone())).or_insert_with(|| self.spawn_worker());
-            let _ = sender.send(Job {
-                task_id: p.task_id,
-                config_id: p.config_id,
-                seq: p.seq,
-                url: p.url,
-                secret,
-                body: p.body,
-            });
+                count += 1;
+                let sender =
+                    queues.entry((p.task_id.clone(), p.config_id.clone())).or_insert_with(|| self.spawn_worker());
+                let _ = sender.send(Job {
+                    task_id: p.task_id,
+                    config_id: p.config_id,
+                    seq: p.seq,
+                    url: p.url,
+                    secret,
+                    body: p.body,
+                });
+            }
         }
+        for p in undeliverable {
+            if let Err(e) = self.store.push_done(&p.task_id, &p.config_id, p.seq).await {
+                tracing::warn!(task_id = %p.task_id, error = %e, "push: could not clear a delivery from the outbox");
+            }
+        }
+        count
     }
 
     fn spawn_worker(self: &Arc<Self>) -> mpsc::UnboundedSender<Job> {

@@ -111,7 +111,7 @@ impl Store {
     /// Takes over the outbox's deliveries for the tasks of `task_queue` whose lease ran out
     /// (every one when this process is an SQLite store's only user, just started:
     /// `starting`), leases them anew and returns them in task, config and seq order.
-    /// Deliveries to a config deleted since are dropped.
+    /// Deleting a config deletes its deliveries, so each has its config.
     pub async fn claim_pushes(&self, task_queue: &str, starting: bool) -> Result<Vec<PendingPush>, StoreError> {
         let claim = uuid::Uuid::new_v4().to_string();
         let take_all = i64::from(starting && self.backend() == Backend::Sqlite);
@@ -119,12 +119,6 @@ impl Store {
             (task_queue.to_string(), claim.clone(), epoch_ms(SystemTime::now()), lease_from_now());
         self.write(Box::new(move |conn| {
             Box::pin(async move {
-                sqlx::query(
-                    "DELETE FROM push_outbox WHERE NOT EXISTS (SELECT 1 FROM push_configs c \
-                     WHERE c.task_id = push_outbox.task_id AND c.config_id = push_outbox.config_id)",
-                )
-                .execute(&mut *conn)
-                .await?;
                 sqlx::query(
                     "UPDATE push_outbox SET claim = $1, claimed_until = $2 \
                      WHERE (claimed_until < $3 OR $4 = 1) \
@@ -135,7 +129,7 @@ impl Store {
                 .bind(now_ms)
                 .bind(take_all)
                 .bind(queue)
-                .execute(&mut *conn)
+                .execute(conn)
                 .await?;
                 Ok(())
             })
