@@ -57,12 +57,22 @@ pub struct Pusher {
     /// Deliveries queued in this process (task, config, seq), so a sweep does not queue
     /// one twice.
     queued: Mutex<HashSet<(String, String, i64)>>,
+    /// The per-config workers, stopped by [`Pusher::stop`].
+    workers: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 impl Pusher {
     pub fn new(store: Store, key: PushKey, policy: DeliveryPolicy) -> Arc<Self> {
         let http = reqwest::Client::builder().timeout(policy.timeout).build().expect("an HTTP client builds");
-        Arc::new(Self { store, key, http, policy, queues: Mutex::default(), queued: Mutex::default() })
+        Arc::new(Self {
+            store,
+            key,
+            http,
+            policy,
+            queues: Mutex::default(),
+            queued: Mutex::default(),
+            workers: Mutex::default(),
+        })
     }
 
     /// The key that seals and opens config secrets.
@@ -176,10 +186,20 @@ impl Pusher {
         count
     }
 
+    /// Stops every delivery of this process: what is not posted yet stays in the outbox,
+    /// for the next start (or, on Postgres, another instance) to take over.
+    pub fn stop(&self) {
+        for worker in self.workers.lock().expect("push workers").drain(..) {
+            worker.abort();
+        }
+        self.queues.lock().expect("push queues").clear();
+        self.queued.lock().expect("queued pushes").clear();
+    }
+
     fn spawn_worker(self: &Arc<Self>) -> mpsc::UnboundedSender<Job> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let this = self.clone();
-        tokio::spawn(async move {
+        let worker = tokio::spawn(async move {
             while let Some(job) = rx.recv().await {
                 this.post_with_retries(&job).await;
                 if let Err(e) = this.store.push_done(&job.task_id, &job.config_id, job.seq).await {
@@ -188,6 +208,9 @@ impl Pusher {
                 this.queued.lock().expect("queued pushes").remove(&(job.task_id, job.config_id, job.seq));
             }
         });
+        let mut workers = self.workers.lock().expect("push workers");
+        workers.retain(|w| !w.is_finished());
+        workers.push(worker.abort_handle());
         tx
     }
 
@@ -218,5 +241,80 @@ impl Pusher {
         }
         let response = request.send().await.map_err(|e| e.without_url().to_string())?;
         if response.status().is_success() { Ok(()) } else { Err(format!("HTTP {}", response.status())) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// A webhook that answers 503 until `open`, counting what it took.
+    async fn webhook(open: Arc<AtomicBool>, taken: Arc<AtomicUsize>, refused: Arc<AtomicUsize>) -> String {
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move || {
+                let (open, taken, refused) = (open.clone(), taken.clone(), refused.clone());
+                async move {
+                    if open.load(Ordering::SeqCst) {
+                        taken.fetch_add(1, Ordering::SeqCst);
+                        axum::http::StatusCode::OK
+                    } else {
+                        refused.fetch_add(1, Ordering::SeqCst);
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    }
+
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// S14: a stopped pusher posts nothing more, and what it had not posted stays in the
+    /// outbox for the next start, which posts it.
+    #[tokio::test]
+    async fn a_stopped_pusher_leaves_its_deliveries_in_the_outbox_for_the_next_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.path().join("s.db").display())).await.unwrap();
+        let key = PushKey::load_or_create(&dir.path().join("push.key")).unwrap();
+        let (open, taken, refused) = (Arc::new(AtomicBool::new(false)), Arc::default(), Arc::default());
+        let url = webhook(open.clone(), Arc::clone(&taken), Arc::clone(&refused)).await;
+        let secret = PushSecret { token: "tok".into(), authentication: None };
+        let config =
+            harness_store::PushRow { task_id: "t".into(), config_id: "c".into(), url, sealed: key.seal(&secret) };
+        store.put_push_config(&config).await.unwrap();
+        let event = StreamResponse::Task(a2a_types::Task { id: "t".into(), ..Default::default() });
+        let appended = store.append(&harness_store::NewEvent::new("t", "k1", event.clone(), "q")).await.unwrap();
+        assert!(appended.pushes);
+
+        let policy = DeliveryPolicy { attempts: 5, first_backoff: Duration::from_millis(100), ..Default::default() };
+        let pusher = Pusher::new(store.clone(), key.clone(), policy.clone());
+        pusher.deliver("t", &event, appended.seq).await;
+        until("a first refused post", || refused.load(Ordering::SeqCst) > 0).await;
+        pusher.stop();
+        open.store(true, Ordering::SeqCst);
+        // Its retries (100, 200, 400, 800 ms apart) would have posted within this.
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        assert_eq!(taken.load(Ordering::SeqCst), 0, "a stopped pusher posts nothing more");
+        assert_eq!(store.pending_pushes().await.unwrap(), 1, "the delivery stays in the outbox");
+
+        let next = Pusher::new(store.clone(), key, policy);
+        assert_eq!(next.resume("q", true).await.unwrap(), 1, "the next start takes it over");
+        until("the post", || taken.load(Ordering::SeqCst) == 1).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while store.pending_pushes().await.unwrap() > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the posted delivery stays in the outbox");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }

@@ -56,6 +56,7 @@ struct Running {
     store: Store,
     monitor_task: Option<tokio::task::JoinHandle<()>>,
     push_sweeper: Option<tokio::task::JoinHandle<()>>,
+    pusher: Option<Arc<Pusher>>,
 }
 
 /// The agent, embeddable (S17): [`Harness::router`] exists from construction and answers
@@ -262,8 +263,9 @@ impl Harness {
                 Duration::from_secs(config.server.monitor_interval_secs.max(1)),
             )
         });
+        let pusher = handler.pusher.clone();
         *self.inner.handler.write().expect("handler slot") = Some(handler);
-        *running = Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task, push_sweeper });
+        *running = Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task, push_sweeper, pusher });
         Ok(())
     }
 
@@ -281,6 +283,10 @@ impl Harness {
         if let Some(thread) = running.worker_task.take() {
             let joined = tokio::task::spawn_blocking(move || thread.join());
             let _ = tokio::time::timeout(Duration::from_secs(10), joined).await;
+        }
+        // Pushes not posted yet stay in the outbox for the next start (S14).
+        if let Some(pusher) = running.pusher.take() {
+            pusher.stop();
         }
         if let Some(mut server) = running.embedded.take() {
             server.stop().await;
