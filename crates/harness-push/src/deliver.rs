@@ -38,13 +38,10 @@ impl Default for DeliveryPolicy {
     }
 }
 
+/// A delivery as its worker posts it: the outbox's row with the config's secret opened.
 struct Job {
-    task_id: String,
-    config_id: String,
-    seq: i64,
-    url: String,
+    push: PendingPush,
     secret: PushSecret,
-    body: String,
 }
 
 /// Delivers events to push configs, in order per config.
@@ -168,22 +165,21 @@ impl Pusher {
                 count += 1;
                 let sender =
                     queues.entry((p.task_id.clone(), p.config_id.clone())).or_insert_with(|| self.spawn_worker());
-                let _ = sender.send(Job {
-                    task_id: p.task_id,
-                    config_id: p.config_id,
-                    seq: p.seq,
-                    url: p.url,
-                    secret,
-                    body: p.body,
-                });
+                let _ = sender.send(Job { push: p, secret });
             }
         }
         for p in undeliverable {
-            if let Err(e) = self.store.push_done(&p.task_id, &p.config_id, p.seq).await {
-                tracing::warn!(task_id = %p.task_id, error = %e, "push: could not clear a delivery from the outbox");
-            }
+            self.clear(&p).await;
         }
         count
+    }
+
+    /// Takes a delivery that is over (posted, given up, or never deliverable) out of the
+    /// outbox.
+    async fn clear(&self, p: &PendingPush) {
+        if let Err(e) = self.store.push_done(&p.task_id, &p.config_id, p.seq).await {
+            tracing::warn!(task_id = %p.task_id, error = %e, "push: could not clear a delivery from the outbox");
+        }
     }
 
     /// Stops every delivery of this process: what is not posted yet stays in the outbox,
@@ -202,10 +198,9 @@ impl Pusher {
         let worker = tokio::spawn(async move {
             while let Some(job) = rx.recv().await {
                 this.post_with_retries(&job).await;
-                if let Err(e) = this.store.push_done(&job.task_id, &job.config_id, job.seq).await {
-                    tracing::warn!(task_id = %job.task_id, error = %e, "push: could not clear a delivery from the outbox");
-                }
-                this.queued.lock().expect("queued pushes").remove(&(job.task_id, job.config_id, job.seq));
+                this.clear(&job.push).await;
+                let p = job.push;
+                this.queued.lock().expect("queued pushes").remove(&(p.task_id, p.config_id, p.seq));
             }
         });
         let mut workers = self.workers.lock().expect("push workers");
@@ -220,10 +215,10 @@ impl Pusher {
             match self.post(job).await {
                 Ok(()) => return,
                 Err(why) if attempt == self.policy.attempts.max(1) => {
-                    tracing::warn!(url = %job.url, attempts = attempt, %why, "push: delivery given up");
+                    tracing::warn!(url = %job.push.url, attempts = attempt, %why, "push: delivery given up");
                 }
                 Err(why) => {
-                    tracing::debug!(url = %job.url, attempt, %why, "push: delivery failed, retrying");
+                    tracing::debug!(url = %job.push.url, attempt, %why, "push: delivery failed, retrying");
                     tokio::time::sleep(backoff).await;
                     backoff *= 2;
                 }
@@ -232,7 +227,8 @@ impl Pusher {
     }
 
     async fn post(&self, job: &Job) -> Result<(), String> {
-        let mut request = self.http.post(&job.url).header("content-type", "application/json").body(job.body.clone());
+        let mut request =
+            self.http.post(&job.push.url).header("content-type", "application/json").body(job.push.body.clone());
         if !job.secret.token.is_empty() {
             request = request.header("X-A2A-Notification-Token", &job.secret.token);
         }

@@ -141,8 +141,6 @@ struct Fields {
     changes: Changes,
     /// The Task or a status event: it goes to the task's push configs (S14).
     pushed: bool,
-    /// Until when the appending process has the event's push deliveries (epoch ms).
-    push_lease: i64,
 }
 
 impl Fields {
@@ -167,8 +165,24 @@ impl Fields {
             context_id: e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default(),
             changes: Changes::of(e)?,
             pushed: matches!(e.event, StreamResponse::Task(_) | StreamResponse::StatusUpdate(_)),
-            push_lease: crate::push::lease_from_now(),
         })
+    }
+
+    /// What an appended event writes after its own row: the history and artifact rows it
+    /// carries, and its push outbox rows when it is pushed and the task has `configs` (S14).
+    async fn write_rest(
+        &self,
+        conn: &mut AnyConnection,
+        task_id: &str,
+        seq: i64,
+        configs: i64,
+    ) -> Result<Appended, StoreError> {
+        self.changes.write(conn, task_id).await?;
+        let pushes = configs > 0 && self.pushed;
+        if pushes {
+            crate::push::to_outbox(conn, task_id, seq).await?;
+        }
+        Ok(Appended { seq, new: true, pushes })
     }
 }
 
@@ -205,14 +219,9 @@ async fn append(
     let taken = update_row(FAST_UPDATE).bind(key.as_str()).fetch_optional(&mut *conn).await?;
     if let Some(row) = taken {
         let seq: i64 = row.try_get("last_seq")?;
-        let pushes: i64 = row.try_get("pushes")?;
+        let configs: i64 = row.try_get("pushes")?;
         insert_event(seq).execute(&mut *conn).await?;
-        fields.changes.write(conn, &task_id).await?;
-        let pushes = pushes > 0 && fields.pushed;
-        if pushes {
-            crate::push::to_outbox(conn, &task_id, seq, fields.push_lease).await?;
-        }
-        return Ok(Appended { seq, new: true, pushes });
+        return fields.write_rest(conn, &task_id, seq, configs).await;
     }
     // Otherwise nothing was written yet: a task's first event, a retried key, or a closed task.
     sqlx::query(
@@ -232,7 +241,7 @@ async fn append(
     .await?;
     let last_seq: i64 = row.try_get("last_seq")?;
     let state: String = row.try_get("state")?;
-    let pushes: i64 = row.try_get("pushes")?;
+    let configs: i64 = row.try_get("pushes")?;
     if let Some(existing) = sqlx::query("SELECT seq FROM events WHERE task_id = $1 AND event_key = $2")
         .bind(task_id.as_str())
         .bind(key.as_str())
@@ -248,12 +257,7 @@ async fn append(
     let seq = last_seq + 1;
     insert_event(seq).execute(&mut *conn).await?;
     update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
-    fields.changes.write(conn, &task_id).await?;
-    let pushes = pushes > 0 && fields.pushed;
-    if pushes {
-        crate::push::to_outbox(conn, &task_id, seq, fields.push_lease).await?;
-    }
-    Ok(Appended { seq, new: true, pushes })
+    fields.write_rest(conn, &task_id, seq, configs).await
 }
 
 impl Store {

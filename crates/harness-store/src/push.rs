@@ -20,20 +20,20 @@ fn epoch_ms(t: SystemTime) -> i64 {
 }
 
 /// The end of a lease taken now (epoch ms).
-pub(crate) fn lease_from_now() -> i64 {
+fn lease_from_now() -> i64 {
     epoch_ms(SystemTime::now() + PUSH_LEASE)
 }
 
 /// Puts the event `seq` of `task_id` in the outbox for every config of the task, inside
-/// the append's transaction.
-pub(crate) async fn to_outbox(conn: &mut AnyConnection, task_id: &str, seq: i64, lease: i64) -> Result<(), StoreError> {
+/// the append's transaction, leased to the appending process.
+pub(crate) async fn to_outbox(conn: &mut AnyConnection, task_id: &str, seq: i64) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO push_outbox (task_id, config_id, seq, claim, claimed_until) \
          SELECT task_id, config_id, $2, '', $3 FROM push_configs WHERE task_id = $1",
     )
     .bind(task_id)
     .bind(seq)
-    .bind(lease)
+    .bind(lease_from_now())
     .execute(conn)
     .await?;
     Ok(())

@@ -56,7 +56,6 @@ struct Running {
     store: Store,
     monitor_task: Option<tokio::task::JoinHandle<()>>,
     push_sweeper: Option<tokio::task::JoinHandle<()>>,
-    pusher: Option<Arc<Pusher>>,
 }
 
 /// The agent, embeddable (S17): [`Harness::router`] exists from construction and answers
@@ -263,16 +262,15 @@ impl Harness {
                 Duration::from_secs(config.server.monitor_interval_secs.max(1)),
             )
         });
-        let pusher = handler.pusher.clone();
         *self.inner.handler.write().expect("handler slot") = Some(handler);
-        *running = Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task, push_sweeper, pusher });
+        *running = Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task, push_sweeper });
         Ok(())
     }
 
     /// Closes the gate (every request is 503 again), stops the worker (letting running
     /// activities finish for a few seconds), then the embedded Temporal server.
     pub async fn stop(&self) {
-        *self.inner.handler.write().expect("handler slot") = None;
+        let handler = self.inner.handler.write().expect("handler slot").take();
         let Some(mut running) = self.inner.running.lock().await.take() else { return };
         for task in [running.monitor_task.take(), running.push_sweeper.take()].into_iter().flatten() {
             task.abort();
@@ -285,7 +283,7 @@ impl Harness {
             let _ = tokio::time::timeout(Duration::from_secs(10), joined).await;
         }
         // Pushes not posted yet stay in the outbox for the next start (S14).
-        if let Some(pusher) = running.pusher.take() {
+        if let Some(pusher) = handler.as_ref().and_then(|h| h.pusher.as_ref()) {
             pusher.stop();
         }
         if let Some(mut server) = running.embedded.take() {
