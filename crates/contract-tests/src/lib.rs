@@ -79,6 +79,12 @@ pub struct HarnessOptions {
     pub push: bool,
     /// The store URL (default: SQLite in the data dir).
     pub store_url: Option<String>,
+    /// Extra environment of the process (fault injection, e.g.
+    /// `TINY_HARNESS_FAULT_EMIT_DELAY_MS`).
+    pub env: Vec<(String, String)>,
+    /// A Temporal server of the test's own (`http://host:port`), e.g. one it kills; default:
+    /// the shared dev server.
+    pub temporal: Option<String>,
 }
 
 impl Default for HarnessOptions {
@@ -94,6 +100,8 @@ impl Default for HarnessOptions {
             extra_config: String::new(),
             push: true,
             store_url: None,
+            env: Vec::new(),
+            temporal: None,
         }
     }
 }
@@ -109,6 +117,8 @@ pub struct HarnessProcess {
     log_path: PathBuf,
     push: bool,
     store_url: Option<String>,
+    env: Vec<(String, String)>,
+    temporal: String,
 }
 
 /// A fixed push key for test harnesses (32 bytes, base64).
@@ -121,7 +131,7 @@ impl HarnessProcess {
         let task_queue = format!("test-{}", uuid_like());
         let mut config = format!(
             "[server]\nport = {port}\n\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"{task_queue}\"\nworker = {}\nrequest_timeout_secs = {}\n\n[agent]\nlifecycle = \"{}\"\nterminal_linger_secs = {}\n",
-            temporal_address(),
+            opts.temporal.as_deref().unwrap_or_else(|| temporal_address()),
             opts.worker,
             opts.request_timeout_secs,
             opts.lifecycle,
@@ -155,6 +165,8 @@ impl HarnessProcess {
             data_dir,
             push: opts.push,
             store_url: opts.store_url.clone(),
+            env: opts.env.clone(),
+            temporal: opts.temporal.clone().unwrap_or_else(|| temporal_address().to_string()),
         };
         h.spawn().await;
         h
@@ -168,6 +180,7 @@ impl HarnessProcess {
         } else {
             command.env_remove("TINY_HARNESS_PUSH_KEY");
         }
+        command.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let child = command
             .arg("serve")
             .arg("--config")
@@ -215,6 +228,13 @@ impl HarnessProcess {
         self.spawn().await;
     }
 
+    /// Starts the process again with another extra environment (after a kill).
+    pub async fn restart_with_env(&mut self, env: Vec<(String, String)>) {
+        self.kill9();
+        self.env = env;
+        self.spawn().await;
+    }
+
     /// The store URL of this harness (SQLite in its data dir).
     pub fn store_url(&self) -> String {
         if let Some(url) = &self.store_url {
@@ -231,9 +251,9 @@ impl HarnessProcess {
     /// A Temporal client on the test server.
     pub async fn temporal(&self) -> temporalio_client::Client {
         tiny_harness::connect_temporal(
-            temporal_address(),
+            &self.temporal,
             "default",
-            tiny_harness::GrpcCompression::for_address(temporal_address()),
+            tiny_harness::GrpcCompression::for_address(&self.temporal),
         )
         .await
         .expect("temporal client")

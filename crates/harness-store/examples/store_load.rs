@@ -60,8 +60,8 @@ async fn one_task(store: Store, task_id: String, length: Duration) -> Result<u64
     while start.elapsed() < length {
         let message = Message::agent_text(format!("in-{n}"), "a message of a moderate length, like a user's");
         let request = format!("{task_id}-{n}");
-        store.record_inbox(&request, &task_id, &message, InboxOutcome::Received).await?;
-        store.set_inbox_outcome(&request, InboxOutcome::Accepted).await?;
+        store.record_inbox(&request, &task_id, &message, InboxOutcome::Received, "").await?;
+        store.set_inbox_outcome(&request, InboxOutcome::Accepted(0)).await?;
         let at = 2 * n as i64;
         let working = event(format!("working-{n}"), TaskState::Working, None);
         store.append(&NewEvent { history: vec![message], history_from: at, ..working }).await?;

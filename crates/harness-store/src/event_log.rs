@@ -30,6 +30,18 @@ pub struct NewEvent {
     pub artifacts: Vec<(i64, Artifact)>,
     /// The task queue that owns the task (S19).
     pub task_queue: String,
+    /// What the writer knows the store held before this event (the workflow's own events;
+    /// `None` for model chunks). When this event replaces an uncommitted one (its key is
+    /// there with other content), the history and artifact rows past these counts were
+    /// written by events the workflow never committed, and go with them.
+    pub stored_before: Option<Stored>,
+}
+
+/// How much of a task's history and artifacts the store holds (counts from index 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stored {
+    pub history: i64,
+    pub artifacts: i64,
 }
 
 impl NewEvent {
@@ -49,6 +61,7 @@ impl NewEvent {
             history_from: 0,
             artifacts: Vec::new(),
             task_queue: task_queue.into(),
+            stored_before: None,
         }
     }
 }
@@ -63,6 +76,9 @@ pub struct Appended {
     /// had push configs when it was appended (read in the append's transaction), so push
     /// delivery reads them only then (S14). False for a retry.
     pub pushes: bool,
+    /// The key was there with other content: the log was cut back to before it and this
+    /// event took its place (docs/event-log.md).
+    pub rewrote: bool,
 }
 
 /// An event read back from the log.
@@ -80,6 +96,8 @@ pub struct TaskHead {
     pub last_seq: i64,
     /// The task queue that owns the task (S19).
     pub task_queue: String,
+    /// How often the log was cut back (a reconciler compares it before cutting).
+    pub rewrites: i64,
 }
 
 /// The stored row of a task.
@@ -141,6 +159,7 @@ struct Fields {
     changes: Changes,
     /// The Task or a status event: it goes to the task's push configs (S14).
     pushed: bool,
+    stored_before: Option<Stored>,
 }
 
 impl Fields {
@@ -165,6 +184,7 @@ impl Fields {
             context_id: e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default(),
             changes: Changes::of(e)?,
             pushed: matches!(e.event, StreamResponse::Task(_) | StreamResponse::StatusUpdate(_)),
+            stored_before: e.stored_before,
         })
     }
 
@@ -182,7 +202,7 @@ impl Fields {
         if pushes {
             crate::push::to_outbox(conn, task_id, seq).await?;
         }
-        Ok(Appended { seq, new: true, pushes })
+        Ok(Appended { seq, new: true, pushes, rewrote: false })
     }
 }
 
@@ -242,13 +262,35 @@ async fn append(
     let last_seq: i64 = row.try_get("last_seq")?;
     let state: String = row.try_get("state")?;
     let configs: i64 = row.try_get("pushes")?;
-    if let Some(existing) = sqlx::query("SELECT seq FROM events WHERE task_id = $1 AND event_key = $2")
+    if let Some(existing) = sqlx::query("SELECT seq, body FROM events WHERE task_id = $1 AND event_key = $2")
         .bind(task_id.as_str())
         .bind(key.as_str())
         .fetch_optional(&mut *conn)
         .await?
     {
-        return Ok(Appended { seq: existing.try_get("seq")?, new: false, pushes: false });
+        let seq: i64 = existing.try_get("seq")?;
+        let body: String = existing.try_get("body")?;
+        if body == fields.body {
+            // A retried append: the first one's seq, nothing written twice.
+            return Ok(Appended { seq, new: false, pushes: false, rewrote: false });
+        }
+        // The key is there with other content: the event at `seq` and everything after it
+        // were written by a workflow task that never committed (its retry decided
+        // otherwise), or by a model call that was retried. This event takes its place.
+        rewind(conn, &task_id, seq, fields.stored_before).await?;
+        insert_event(seq).execute(&mut *conn).await?;
+        update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
+        if fields.state.is_empty() {
+            // A model chunk replaced: the turn is running, whatever the cut-off tail said.
+            sqlx::query(&format!(
+                "UPDATE tasks SET state = 'TASK_STATE_WORKING' WHERE task_id = $1 AND state IN ({TERMINAL})"
+            ))
+            .bind(task_id.as_str())
+            .execute(&mut *conn)
+            .await?;
+        }
+        let appended = fields.write_rest(conn, &task_id, seq, configs).await?;
+        return Ok(Appended { rewrote: true, ..appended });
     }
     let state: TaskState = state.parse().unwrap_or_default();
     if state.is_terminal() {
@@ -260,6 +302,35 @@ async fn append(
     fields.write_rest(conn, &task_id, seq, configs).await
 }
 
+/// The terminal states, as an SQL list.
+const TERMINAL: &str = "'TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED'";
+
+/// Cuts a task's log back to before `from`: its events from `from` on, their push
+/// deliveries, and (when the writer said what it knew stored) the history and artifact rows
+/// past those counts. Counts the cut, so readers past it can tell (docs/event-log.md).
+async fn rewind(conn: &mut AnyConnection, task_id: &str, from: i64, kept: Option<Stored>) -> Result<(), StoreError> {
+    for sql in [
+        "DELETE FROM events WHERE task_id = $1 AND seq >= $2",
+        "DELETE FROM push_outbox WHERE task_id = $1 AND seq >= $2",
+    ] {
+        sqlx::query(sql).bind(task_id).bind(from).execute(&mut *conn).await?;
+    }
+    if let Some(kept) = kept {
+        for (sql, n) in [
+            ("DELETE FROM task_history WHERE task_id = $1 AND idx >= $2", kept.history),
+            ("DELETE FROM task_artifacts WHERE task_id = $1 AND idx >= $2", kept.artifacts),
+        ] {
+            sqlx::query(sql).bind(task_id).bind(n).execute(&mut *conn).await?;
+        }
+    }
+    sqlx::query("UPDATE tasks SET last_seq = $2 - 1, rewrites = rewrites + 1, rewrote_from = $2 WHERE task_id = $1")
+        .bind(task_id)
+        .bind(from)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 impl Store {
     /// Appends an event (D1). Idempotent on `(task_id, key)`; refused with
     /// [`StoreError::Closed`] once the log holds a terminal event. Readers are woken once
@@ -269,10 +340,68 @@ impl Store {
         let (task_id, key, task_queue) = (e.task_id.clone(), e.key.clone(), e.task_queue.clone());
         let appended =
             self.write(Box::new(move |conn| Box::pin(append(conn, task_id, key, task_queue, fields)))).await?;
-        if appended.new {
+        if appended.rewrote {
+            self.notifier().rewound(&e.task_id, appended.seq);
+        } else if appended.new {
             self.notifier().notify(&e.task_id, appended.seq);
         }
         Ok(appended)
+    }
+
+    /// Cuts a task's log back to what its workflow committed (the reconciler after a crash,
+    /// docs/event-log.md): the events past `keep_through`, the history and artifact rows past
+    /// `kept`, and the head (state, status, snapshot) set to `head`, the workflow's own.
+    /// Only when the log is still as the caller read it (`last_seq` and `rewrites` of
+    /// `seen`): an append since then (which replaces what it finds in its way itself) wins.
+    /// Returns whether it cut.
+    pub async fn cut_back(
+        &self,
+        task_id: &str,
+        seen: &TaskHead,
+        keep_through: i64,
+        kept: Stored,
+        head: &Task,
+    ) -> Result<bool, StoreError> {
+        let (task_id, last_seq, rewrites) = (task_id.to_string(), seen.last_seq, seen.rewrites);
+        let status = serde_json::to_string(&head.status)?;
+        let status_ts = head.status.timestamp.clone().unwrap_or_default();
+        let snapshot = serde_json::to_string(&head.head())?;
+        let state = head.status.state.as_str();
+        let notify_id = task_id.clone();
+        let cut = self
+            .write(Box::new(move |conn| {
+                Box::pin(async move {
+                    let still = sqlx::query(
+                        "UPDATE tasks SET updated_at = updated_at WHERE task_id = $1 AND last_seq = $2 AND rewrites = $3",
+                    )
+                    .bind(task_id.as_str())
+                    .bind(last_seq)
+                    .bind(rewrites)
+                    .execute(&mut *conn)
+                    .await?;
+                    if still.rows_affected() == 0 || last_seq <= keep_through {
+                        return Ok(false);
+                    }
+                    rewind(conn, &task_id, keep_through + 1, Some(kept)).await?;
+                    sqlx::query(
+                        "UPDATE tasks SET state = $2, status = $3, status_ts = CASE WHEN $4 = '' THEN status_ts ELSE $4 END, \
+                         snapshot = $5 WHERE task_id = $1",
+                    )
+                    .bind(task_id.as_str())
+                    .bind(state)
+                    .bind(status)
+                    .bind(status_ts)
+                    .bind(snapshot)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(true)
+                })
+            }))
+            .await?;
+        if cut {
+            self.notifier().rewound(&notify_id, keep_through + 1);
+        }
+        Ok(cut)
     }
 
     /// Events of a task with `seq > after`, in order, at most `limit`.
@@ -294,7 +423,7 @@ impl Store {
     /// State, context and newest seq of a task whose log has begun (no snapshot parsing).
     pub async fn task_head(&self, task_id: &str) -> Result<Option<TaskHead>, StoreError> {
         let Some(r) = sqlx::query(
-            "SELECT state, context_id, last_seq, task_queue FROM tasks WHERE task_id = $1 AND snapshot <> ''",
+            "SELECT state, context_id, last_seq, task_queue, rewrites FROM tasks WHERE task_id = $1 AND snapshot <> ''",
         )
         .bind(task_id)
         .fetch_optional(self.reads())
@@ -308,6 +437,7 @@ impl Store {
             context_id: r.try_get("context_id")?,
             last_seq: r.try_get("last_seq")?,
             task_queue: r.try_get("task_queue")?,
+            rewrites: r.try_get("rewrites")?,
         }))
     }
 
@@ -528,6 +658,9 @@ mod tests {
     on_both!(pushed_events_wait_in_the_outbox_until_done_and_an_unheld_one_is_taken_over, push_outbox);
     on_both!(history_and_artifacts_are_stored_one_row_each_and_read_back_whole, history_rows);
     on_both!(snapshots_stored_whole_by_an_older_version_are_split_once, split_chore);
+    on_both!(an_event_that_replaces_an_uncommitted_one_cuts_the_log_and_its_rows_back, replaces_uncommitted);
+    on_both!(a_reconciler_cuts_back_only_a_log_still_as_it_read_it, cut_back_when_unchanged);
+    on_both!(a_retried_first_message_finds_the_task_its_first_attempt_opened, retried_first_message);
 
     fn message(id: &str) -> a2a_types::Message {
         a2a_types::Message::agent_text(id, id)
@@ -665,7 +798,11 @@ mod tests {
         let later = store.append(&new("plain", "k2", status("plain", TaskState::Working))).await.unwrap();
         assert!(later.new && later.pushes, "a config added after the first event");
         let retry = store.append(&new("plain", "k2", status("plain", TaskState::Working))).await.unwrap();
-        assert_eq!(retry, Appended { seq: 2, new: false, pushes: false }, "a retry is not pushed again");
+        assert_eq!(
+            retry,
+            Appended { seq: 2, new: false, pushes: false, rewrote: false },
+            "a retry is not pushed again"
+        );
         store.delete_push_config("plain", "c").await.unwrap();
         let after = store.append(&new("plain", "k3", status("plain", TaskState::Working))).await.unwrap();
         assert!(!after.pushes, "the config was deleted");
@@ -720,13 +857,14 @@ mod tests {
     async fn new_task_inbox(store: Store) {
         let m = a2a_types::Message::agent_text("m1", "hi");
         let first = [("agent".to_string(), "assignee".to_string()), ("alice".to_string(), "reporter".to_string())];
-        store.record_new_task_inbox("r1", "t", &m, &first).await.unwrap();
+        assert_eq!(store.record_new_task_inbox("r1", "t", &m, &first, "alice", "alice\nm1").await.unwrap(), None);
         let rows = store.inbox_of("t").await.unwrap();
         assert_eq!((rows.len(), rows[0].outcome.as_str()), (1, "received"));
         assert_eq!(store.participant_role("t", "alice").await.unwrap().as_deref(), Some("reporter"));
         assert_eq!(store.participant_role("t", "agent").await.unwrap().as_deref(), Some("assignee"));
         // A refused audit row (the request id is taken) takes its participants with it.
-        let err = store.record_new_task_inbox("r1", "t", &m, &[("mallory".into(), "reporter".into())]).await;
+        let err =
+            store.record_new_task_inbox("r1", "t", &m, &[("mallory".into(), "reporter".into())], "", "\nm1").await;
         let err = err.unwrap_err().to_string();
         assert!(err.contains("UNIQUE") || err.contains("unique") || err.contains("duplicate"), "{err}");
         assert_eq!(store.participant_role("t", "mallory").await.unwrap(), None);
@@ -738,7 +876,7 @@ mod tests {
         let b = store.append(&new("t", "k2", status("t", TaskState::Working))).await.unwrap();
         let again = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
         assert_eq!((a.seq, b.seq), (1, 2));
-        assert_eq!(again, Appended { seq: 1, new: false, pushes: false });
+        assert_eq!(again, Appended { seq: 1, new: false, pushes: false, rewrote: false });
         store.append(&new("t", "k3", status("t", TaskState::Canceled))).await.unwrap();
         let refused = store.append(&new("t", "k4", status("t", TaskState::Working))).await.unwrap_err();
         assert_eq!(refused.to_string(), "the task is in a terminal state (TASK_STATE_CANCELED)");
@@ -756,7 +894,7 @@ mod tests {
             let again = store.append(&new(t, "end", status(t, state))).await.unwrap();
             assert_eq!(
                 again,
-                Appended { seq: 2, new: false, pushes: false },
+                Appended { seq: 2, new: false, pushes: false, rewrote: false },
                 "a retry of the terminal event answers its seq"
             );
         }
@@ -767,10 +905,10 @@ mod tests {
 
     async fn failed_write(store: Store) {
         let m = a2a_types::Message::agent_text("m1", "hi");
-        store.record_inbox("r1", "t", &m, crate::InboxOutcome::Received).await.unwrap();
+        store.record_inbox("r1", "t", &m, crate::InboxOutcome::Received, "").await.unwrap();
         let working = new("t", "k1", status("t", TaskState::Working));
         let (dup, append) =
-            tokio::join!(store.record_inbox("r1", "t", &m, crate::InboxOutcome::Received), store.append(&working));
+            tokio::join!(store.record_inbox("r1", "t", &m, crate::InboxOutcome::Received, ""), store.append(&working));
         let dup = dup.unwrap_err().to_string();
         assert!(dup.contains("UNIQUE") || dup.contains("unique") || dup.contains("duplicate"), "{dup}");
         // The append shared the failed write's batch (and was not written) or it did not.
@@ -846,5 +984,155 @@ mod tests {
         assert_eq!(store.list_tasks(&working).await.unwrap().tasks[0].id, "a");
         let since = TaskQuery { since: Some("2026-01-01T00:00:03.000Z".into()), ..q };
         assert_eq!(store.list_tasks(&since).await.unwrap().total, 2);
+    }
+
+    /// A turn as the workflow emits it: WORKING with the user's message at `at`, a chunk,
+    /// then INPUT_REQUIRED with the reply and its artifact.
+    async fn turn(store: &Store, t: &str, n: u32, text: &str, ts: &str, at: i64) -> Vec<Appended> {
+        let keys = (2 * n, 2 * n + 1);
+        let stamped = |state| {
+            let mut e = status(t, state);
+            if let StreamResponse::StatusUpdate(u) = &mut e {
+                u.status.timestamp = Some(ts.to_string());
+            }
+            e
+        };
+        let mut working = new(t, &format!("wf-{}", keys.0), stamped(TaskState::Working));
+        working.history = vec![Message::agent_text(format!("u{n}"), text)];
+        working.history_from = at;
+        working.stored_before = Some(Stored { history: at, artifacts: i64::from(n) - 1 });
+        let chunk = new(
+            t,
+            &format!("turn-{n}-chunk-0"),
+            StreamResponse::ArtifactUpdate(a2a_types::TaskArtifactUpdateEvent {
+                task_id: t.into(),
+                context_id: "c".into(),
+                artifact: Artifact {
+                    artifact_id: format!("reply-{n}"),
+                    parts: vec![a2a_types::Part::text(format!("echo: {text}"))],
+                    ..Default::default()
+                },
+                append: false,
+                last_chunk: true,
+                metadata: None,
+            }),
+        );
+        let mut parked = new(t, &format!("wf-{}", keys.1), stamped(TaskState::InputRequired));
+        parked.history = vec![Message::agent_text(format!("r{n}"), format!("echo: {text}"))];
+        parked.history_from = at + 1;
+        parked.artifacts =
+            vec![(i64::from(n) - 1, Artifact { artifact_id: format!("reply-{n}"), ..Default::default() })];
+        parked.stored_before = Some(Stored { history: at + 1, artifacts: i64::from(n) - 1 });
+        let mut out = Vec::new();
+        for e in [working, chunk, parked] {
+            out.push(store.append(&e).await.unwrap());
+        }
+        out
+    }
+
+    async fn texts(store: &Store, t: &str) -> Vec<String> {
+        store.history(t, i64::MAX, None).await.unwrap().iter().map(|m| m.text()).collect()
+    }
+
+    async fn replaces_uncommitted(store: Store) {
+        let t = "t";
+        store.append(&new(t, "wf-1", status(t, TaskState::Submitted))).await.unwrap();
+        turn(&store, t, 1, "one", "2026-01-01T00:00:01Z", 0).await;
+        // A workflow task appends turn 2 ("lost") and dies before it commits: Temporal never
+        // accepted that message.
+        turn(&store, t, 2, "lost", "2026-01-01T00:00:02Z", 2).await;
+        assert_eq!(store.task_head(t).await.unwrap(), None, "no snapshot was written in this test");
+        let mut wake = store.notifier().subscribe(t);
+        // Its retry takes another message: the same keys with other content replace the
+        // uncommitted tail, and the lost message's rows go with it.
+        let again = turn(&store, t, 2, "new", "2026-01-01T00:00:09Z", 2).await;
+        assert!(again[0].rewrote && again[0].new, "{again:?}");
+        assert_eq!(again.iter().map(|a| a.seq).collect::<Vec<_>>(), vec![5, 6, 7]);
+        assert!(!again[1].rewrote && !again[2].rewrote, "after the cut the rest is appended anew");
+        assert_eq!(texts(&store, t).await, vec!["one", "echo: one", "new", "echo: new"]);
+        let events = store.events_after(t, 0, 100).await.unwrap();
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=7).collect::<Vec<_>>(), "no gap");
+        let chunk = serde_json::to_string(&events[5].event).unwrap();
+        assert!(chunk.contains("echo: new") && !chunk.contains("lost"), "{chunk}");
+        let woke = *wake.borrow_and_update();
+        assert_eq!((woke.rewrites, woke.rewound_from), (1, 5), "readers are told where the cut began");
+        // An identical retry of a replacing event is a plain retry.
+        let retry = turn(&store, t, 2, "new", "2026-01-01T00:00:09Z", 2).await;
+        assert!(retry.iter().all(|a| !a.new && !a.rewrote), "{retry:?}");
+
+        // A cut-off tail that ended the task (an uncommitted cancel) does not fence its
+        // replacement.
+        let c = "c";
+        store.append(&new(c, "wf-1", status(c, TaskState::Working))).await.unwrap();
+        store.append(&new(c, "wf-2", status(c, TaskState::Canceled))).await.unwrap();
+        let mut replacing = new(c, "wf-2", status(c, TaskState::InputRequired));
+        replacing.stored_before = Some(Stored::default());
+        assert_eq!(store.append(&replacing).await.unwrap().seq, 2);
+        assert_eq!(store.append(&new(c, "wf-3", status(c, TaskState::Working))).await.unwrap().seq, 3);
+    }
+
+    async fn cut_back_when_unchanged(store: Store) {
+        let t = "t";
+        let mut open = new(t, "wf-1", status(t, TaskState::Submitted));
+        open.snapshot = Some(Task { id: t.into(), context_id: "c".into(), ..Default::default() });
+        store.append(&open).await.unwrap();
+        turn(&store, t, 1, "one", "2026-01-01T00:00:01Z", 0).await;
+        turn(&store, t, 2, "lost", "2026-01-01T00:00:02Z", 2).await;
+        let seen = store.task_head(t).await.unwrap().unwrap();
+        assert_eq!(seen.last_seq, 7);
+        let mut head = Task { id: t.into(), context_id: "c".into(), ..Default::default() };
+        head.status.state = TaskState::InputRequired;
+        head.status.timestamp = Some("2026-01-01T00:00:01Z".into());
+        let kept = Stored { history: 2, artifacts: 1 };
+        // Something appended since the head was read: the cut is not made.
+        let stale = TaskHead { last_seq: 6, ..seen.clone() };
+        assert!(!store.cut_back(t, &stale, 4, kept, &head).await.unwrap());
+        assert!(store.cut_back(t, &seen, 4, kept, &head).await.unwrap());
+        assert_eq!(texts(&store, t).await, vec!["one", "echo: one"]);
+        let row = store.task(t, None).await.unwrap().unwrap();
+        assert_eq!((row.last_seq, row.state, row.task.artifacts.len()), (4, TaskState::InputRequired, 1));
+        assert_eq!(store.events_after(t, 0, 100).await.unwrap().len(), 4);
+        // The same head again: the count of cuts moved on, so a second cut is refused.
+        assert!(!store.cut_back(t, &seen, 4, kept, &head).await.unwrap());
+        // The next turn appends after the cut, gap-free.
+        let next = turn(&store, t, 2, "two", "2026-01-01T00:00:03Z", 2).await;
+        assert_eq!(next.iter().map(|a| a.seq).collect::<Vec<_>>(), vec![5, 6, 7]);
+    }
+
+    async fn retried_first_message(store: Store) {
+        let m = Message::agent_text("m1", "hi");
+        let agent = [("agent".to_string(), "assignee".to_string())];
+        assert_eq!(store.record_new_task_inbox("r1", "t1", &m, &agent, "", "\nm1").await.unwrap(), None);
+        // The same sender and id again (a retry, or a race with the first attempt): the row
+        // of the first names its task, and nothing is written.
+        let prior = store.record_new_task_inbox("r2", "t2", &m, &agent, "", "\nm1").await.unwrap().unwrap();
+        assert_eq!((prior.task_id.as_str(), prior.accepted(), prior.cursor), ("t1", false, None));
+        assert_eq!(store.participant_role("t2", "agent").await.unwrap(), None, "the retry opened nothing");
+        // Another sender's message with the same id opens its own task.
+        assert_eq!(store.record_new_task_inbox("r3", "t3", &m, &agent, "bob", "bob\nm1").await.unwrap(), None);
+        store.set_inbox_outcome("r1", crate::InboxOutcome::Accepted(0)).await.unwrap();
+        let prior = store.record_new_task_inbox("r4", "t4", &m, &agent, "", "\nm1").await.unwrap().unwrap();
+        assert_eq!((prior.task_id.as_str(), prior.accepted(), prior.cursor), ("t1", true, Some(0)));
+        // A follow-up's earlier delivery, the accepted one first.
+        store
+            .record_inbox("r5", "t1", &Message::agent_text("m2", "x"), crate::InboxOutcome::Received, "")
+            .await
+            .unwrap();
+        store.set_inbox_outcome("r5", crate::InboxOutcome::Accepted(4)).await.unwrap();
+        store
+            .record_inbox("r6", "t1", &Message::agent_text("m2", "x"), crate::InboxOutcome::Received, "")
+            .await
+            .unwrap();
+        let prior = store.prior_message("t1", "m2").await.unwrap().unwrap();
+        assert_eq!((prior.accepted(), prior.cursor), (true, Some(4)));
+        assert_eq!(store.prior_message("t1", "m9").await.unwrap(), None);
+        // A refused body keeps an excerpt, its length and digest, not the whole of it.
+        let big = Message::agent_text("m3", "x".repeat(100_000));
+        store.record_inbox("r7", "t1", &big, crate::InboxOutcome::Refused("too big".into()), "").await.unwrap();
+        let row = store.inbox_of("t1").await.unwrap().into_iter().find(|r| r.request_id == "r7").unwrap();
+        let body: serde_json::Value = serde_json::from_str(&row.body).unwrap();
+        assert!(row.body.len() < 2 * crate::REFUSED_EXCERPT, "{}", row.body.len());
+        assert_eq!(body["bytes"].as_u64(), Some(serde_json::to_string(&big).unwrap().len() as u64));
+        assert_eq!(body["sha256"].as_str().map(str::len), Some(64));
     }
 }

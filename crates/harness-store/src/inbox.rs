@@ -10,8 +10,9 @@ use sqlx::{AnyConnection, Row};
 pub enum InboxOutcome {
     /// Written, not yet delivered to the workflow.
     Received,
-    /// The workflow's inbox accepted it.
-    Accepted,
+    /// The workflow's inbox accepted it; its receipt's cursor (the log's newest seq then: the
+    /// events it caused come after it), so a retry is answered from the store.
+    Accepted(i64),
     /// Refused, with the reason given to the client.
     Refused(String),
 }
@@ -20,7 +21,7 @@ impl InboxOutcome {
     fn as_text(&self) -> String {
         match self {
             Self::Received => "received".into(),
-            Self::Accepted => "accepted".into(),
+            Self::Accepted(_) => "accepted".into(),
             Self::Refused(why) => format!("refused: {why}"),
         }
     }
@@ -36,47 +37,115 @@ pub struct InboxRow {
     pub body: String,
 }
 
+/// An earlier audit row of the same message (same sender and `messageId`), found when the
+/// message comes again: a client's retry (S5, docs/event-log.md).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PriorMessage {
+    pub task_id: String,
+    pub outcome: String,
+    /// The receipt's cursor when the workflow accepted it.
+    pub cursor: Option<i64>,
+    /// The message as audited (redacted, ids set).
+    pub body: String,
+}
+
+impl PriorMessage {
+    /// The workflow accepted it.
+    pub fn accepted(&self) -> bool {
+        self.outcome == "accepted"
+    }
+}
+
+/// How much of a refused message's body its audit row keeps: a refusal (a body over a limit
+/// among them) must not cost the store what it refused.
+pub const REFUSED_EXCERPT: usize = 4096;
+
 impl Store {
-    /// Writes the audit row of an incoming (already redacted) message.
+    /// Writes the audit row of an incoming (already redacted) message from `sender` (''
+    /// when anonymous). A refused message keeps an excerpt of its body ([`REFUSED_EXCERPT`]).
     pub async fn record_inbox(
         &self,
         request_id: &str,
         task_id: &str,
         message: &Message,
         outcome: InboxOutcome,
+        sender: &str,
     ) -> Result<(), StoreError> {
         let row = inbox_row(request_id, task_id, message, outcome)?;
-        self.write(Box::new(move |conn| Box::pin(async move { insert_inbox(conn, row).await }))).await
+        let sender = sender.to_string();
+        self.write(Box::new(move |conn| {
+            Box::pin(async move {
+                insert_inbox(conn, row, &sender, None).await?;
+                Ok(())
+            })
+        }))
+        .await
     }
 
     /// The first message of a new task: its audit row (received) and the task's first
     /// participants, in one transaction, so a new task costs one write before delivery.
+    /// `opens` (`<sender>\n<messageId>`) is unique among opening messages: when a row has it
+    /// already (a retried first message, even one racing the first attempt), nothing is
+    /// written and that row is returned, naming the task the first attempt opened.
     pub async fn record_new_task_inbox(
         &self,
         request_id: &str,
         task_id: &str,
         message: &Message,
         participants: &[(String, String)],
-    ) -> Result<(), StoreError> {
+        sender: &str,
+        opens: &str,
+    ) -> Result<Option<PriorMessage>, StoreError> {
         let row = inbox_row(request_id, task_id, message, InboxOutcome::Received)?;
         let (task_id, participants) = (task_id.to_string(), participants.to_vec());
+        let (sender, opens) = (sender.to_string(), opens.to_string());
         self.write(Box::new(move |conn| {
             Box::pin(async move {
+                let inserted = insert_inbox(&mut *conn, row, &sender, Some(&opens)).await?;
+                if !inserted {
+                    let prior =
+                        sqlx::query("SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE opens = $1")
+                            .bind(opens.as_str())
+                            .fetch_one(&mut *conn)
+                            .await?;
+                    return Ok(Some(prior_of(&prior)?));
+                }
                 crate::participants::insert_participants(&mut *conn, &task_id, participants).await?;
-                insert_inbox(conn, row).await
+                Ok(None)
             })
         }))
         .await
     }
 
+    /// The audit row of an earlier delivery of `message_id` to `task_id`: the accepted one
+    /// when there is one, else the newest.
+    pub async fn prior_message(&self, task_id: &str, message_id: &str) -> Result<Option<PriorMessage>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE task_id = $1 AND message_id = $2 \
+             ORDER BY received_at, request_id",
+        )
+        .bind(task_id)
+        .bind(message_id)
+        .fetch_all(self.reads())
+        .await?;
+        let rows = rows.iter().map(prior_of).collect::<Result<Vec<_>, _>>()?;
+        let accepted = rows.iter().position(PriorMessage::accepted);
+        Ok(accepted.map_or_else(|| rows.last().cloned(), |i| Some(rows[i].clone())))
+    }
+
     /// Records what happened to an audited message.
     pub async fn set_inbox_outcome(&self, request_id: &str, outcome: InboxOutcome) -> Result<(), StoreError> {
+        let cursor = match outcome {
+            InboxOutcome::Accepted(cursor) => Some(cursor),
+            _ => None,
+        };
         let (request_id, outcome) = (request_id.to_string(), outcome.as_text());
         self.write(Box::new(move |conn| {
             Box::pin(async move {
-                sqlx::query("UPDATE inbox SET outcome = $2 WHERE request_id = $1")
+                sqlx::query("UPDATE inbox SET outcome = $2, receipt_cursor = $3 WHERE request_id = $1")
                     .bind(request_id)
                     .bind(outcome)
+                    .bind(cursor)
                     .execute(conn)
                     .await?;
                 Ok(())
@@ -129,24 +198,49 @@ fn inbox_row(
     message: &Message,
     outcome: InboxOutcome,
 ) -> Result<[String; 6], StoreError> {
-    Ok([
-        request_id.to_string(),
-        task_id.to_string(),
-        message.message_id.clone(),
-        now(),
-        outcome.as_text(),
-        serde_json::to_string(message)?,
-    ])
+    let mut body = serde_json::to_string(message)?;
+    if matches!(outcome, InboxOutcome::Refused(_)) && body.len() > REFUSED_EXCERPT {
+        body = refused_excerpt(&body);
+    }
+    Ok([request_id.to_string(), task_id.to_string(), message.message_id.clone(), now(), outcome.as_text(), body])
 }
 
-async fn insert_inbox(conn: &mut AnyConnection, row: [String; 6]) -> Result<(), StoreError> {
+/// What a refused body over [`REFUSED_EXCERPT`] bytes leaves in its audit row: its first
+/// bytes (cut at a character boundary), its length and its SHA-256, as JSON.
+fn refused_excerpt(body: &str) -> String {
+    use sha2::Digest;
+    let mut end = REFUSED_EXCERPT;
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    let digest = sha2::Sha256::digest(body.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::json!({"excerpt": &body[..end], "bytes": body.len(), "sha256": hex}).to_string()
+}
+
+fn prior_of(r: &sqlx::any::AnyRow) -> Result<PriorMessage, StoreError> {
+    Ok(PriorMessage {
+        task_id: r.try_get("task_id")?,
+        outcome: r.try_get("outcome")?,
+        cursor: r.try_get("receipt_cursor")?,
+        body: r.try_get("body")?,
+    })
+}
+
+/// Inserts an audit row; with `opens`, only when no row has it yet (returns whether it did).
+async fn insert_inbox(
+    conn: &mut AnyConnection,
+    row: [String; 6],
+    sender: &str,
+    opens: Option<&str>,
+) -> Result<bool, StoreError> {
     let mut insert = sqlx::query(
-        "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body, sender, opens) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (opens) DO NOTHING",
     );
     for value in row {
         insert = insert.bind(value);
     }
-    insert.execute(conn).await?;
-    Ok(())
+    let done = insert.bind(sender.to_string()).bind(opens.map(str::to_string)).execute(conn).await?;
+    Ok(done.rows_affected() == 1)
 }

@@ -16,9 +16,9 @@ mod push;
 pub mod testing;
 mod writer;
 
-pub use event_log::{Appended, LoggedEvent, NewEvent, TaskHead, TaskPage, TaskQuery, TaskRow};
-pub use inbox::{InboxOutcome, InboxRow};
-pub use notifier::Notifier;
+pub use event_log::{Appended, LoggedEvent, NewEvent, Stored, TaskHead, TaskPage, TaskQuery, TaskRow};
+pub use inbox::{InboxOutcome, InboxRow, PriorMessage, REFUSED_EXCERPT};
+pub use notifier::{Notifier, Wake};
 pub use push::{PUSH_LEASE, PendingPush, PushRow};
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};

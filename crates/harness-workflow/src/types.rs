@@ -45,6 +45,12 @@ pub struct TaskInput {
     /// (EXTENSIONS.md), e.g. the default brief of a plain first message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<a2a_types::Struct>,
+    /// The message that opens the task, carried in the start itself: it is durable with the
+    /// workflow's start, so a workflow task that dies before it commits cannot lose it (the
+    /// `inbox` update that follows is a duplicate and answers with its receipt). Runs started
+    /// before this field existed have none and take their first message from the update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<InboxItem>,
 }
 
 /// One message for the task's inbox (the `inbox` update's input). Already redacted.
@@ -67,6 +73,10 @@ pub struct Receipt {
     /// out: the snapshot grows with the conversation, and every receipt is recorded in the
     /// workflow's history.
     pub task: Option<Task>,
+    /// The message was accepted before (same `messageId`): this is the first receipt again,
+    /// and no second turn runs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
 }
 
 /// The `cancel` signal's input.
@@ -95,6 +105,27 @@ pub struct EmitInput {
     /// Artifacts added or changed since the event before, each with its place in the task.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<(u32, Artifact)>,
+    /// How many messages and artifacts the workflow knew stored before this event: when the
+    /// event replaces an uncommitted one, the store drops the rows past these counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_before: Option<(u32, u32)>,
+}
+
+/// The `log` query's answer: where the workflow's committed log ends, for the reconciler
+/// that cuts back what a crashed workflow task left in the store (docs/event-log.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogPosition {
+    /// The newest seq the workflow appended.
+    pub last_seq: i64,
+    /// Messages and artifacts the workflow knows stored.
+    pub stored_history: u32,
+    pub stored_artifacts: u32,
+    /// No turn runs and none waits: nothing may append to the log until the next message.
+    pub idle: bool,
+    /// Whether this run stores the history by row (a run from before cannot be cut back).
+    pub by_row: bool,
+    /// The task's head (no history, no artifacts).
+    pub head: Task,
 }
 
 /// `call_model`'s input: one turn.

@@ -10,8 +10,8 @@
 
 use crate::activities::Activities;
 use crate::{
-    AWAITING_NEXT_MESSAGE, CancelRequest, EmitInput, InboxItem, Lifecycle, ModelTurn, MonitorRow, Receipt, Refusal,
-    TaskInput, status_ext_key, terminal_refusal,
+    AWAITING_NEXT_MESSAGE, CancelRequest, EmitInput, InboxItem, Lifecycle, LogPosition, ModelTurn, MonitorRow, Receipt,
+    Refusal, TaskInput, status_ext_key, terminal_refusal,
 };
 use a2a_types::{Artifact, Message, Part, StreamResponse, Struct, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
 use std::collections::VecDeque;
@@ -50,7 +50,19 @@ pub struct TaskWorkflow {
     stored_history: usize,
     /// Ids of the artifacts added or changed since the last event.
     changed_artifacts: Vec<String>,
+    /// How many of `task.artifacts` the store has (the count the newest event knew).
+    stored_artifacts: usize,
+    /// Receipt cursors of the newest accepted messages by `messageId` (at most
+    /// [`REMEMBERED_MESSAGES`]): a message that comes again is answered with its first
+    /// receipt and runs no second turn (S5).
+    accepted: std::collections::HashMap<String, i64>,
+    accepted_order: VecDeque<String>,
+    /// A turn is running (between taking a message and its final status).
+    in_turn: bool,
 }
+
+/// How many accepted `messageId`s a run remembers for duplicates (docs/event-log.md).
+pub const REMEMBERED_MESSAGES: usize = 1000;
 
 #[workflow_methods]
 impl TaskWorkflow {
@@ -63,7 +75,7 @@ impl TaskWorkflow {
             metadata: input.metadata.clone(),
             ..Default::default()
         };
-        Self {
+        let mut wf = Self {
             input,
             task,
             mailbox: VecDeque::new(),
@@ -74,7 +86,15 @@ impl TaskWorkflow {
             by_row: false,
             stored_history: 0,
             changed_artifacts: Vec::new(),
+            stored_artifacts: 0,
+            accepted: Default::default(),
+            accepted_order: VecDeque::new(),
+            in_turn: false,
+        };
+        if let Some(first) = wf.input.first.clone() {
+            wf.take(first);
         }
+        wf
     }
 
     #[run(name = "TaskWorkflow")]
@@ -110,7 +130,13 @@ impl TaskWorkflow {
                 set_status(ctx, TaskState::Canceled, None, None).await?;
                 break;
             }
-            let Some((position, item)) = ctx.state_mut(|s| s.mailbox.pop_front()) else { continue };
+            let Some((position, item)) = ctx.state_mut(|s| {
+                let next = s.mailbox.pop_front();
+                s.in_turn = next.is_some();
+                next
+            }) else {
+                continue;
+            };
             let turn = ctx.state_mut(|s| {
                 s.turn += 1;
                 s.turn
@@ -248,6 +274,10 @@ impl TaskWorkflow {
         _ctx: &WorkflowContextView,
         item: &InboxItem,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        if self.accepted.contains_key(&item.message.message_id) {
+            // A retry of an accepted message: answered with its first receipt (S5).
+            return Ok(());
+        }
         let state = self.task.status.state;
         if state.is_terminal() || self.cancel.is_some() {
             let state = if state.is_terminal() { state } else { TaskState::Canceled };
@@ -261,20 +291,30 @@ impl TaskWorkflow {
         Ok(())
     }
 
-    /// Accepts a message into the mailbox; the receipt carries the log cursor (S4, S5).
+    /// Accepts a message into the mailbox; the receipt carries the log cursor (S4, S5). A
+    /// message accepted before (same `messageId`) gets its first receipt again and is not
+    /// queued twice.
     #[update(name = "inbox")]
     pub fn inbox(&mut self, _ctx: &mut SyncWorkflowContext<Self>, item: InboxItem) -> Receipt {
-        let mut message = item.message.clone();
-        message.task_id = self.task.id.clone();
-        message.context_id = self.task.context_id.clone();
-        self.task.history.push(message.clone());
-        self.mailbox.push_back((self.task.history.len() - 1, InboxItem { message, ..item }));
+        if let Some(&cursor) = self.accepted.get(&item.message.message_id) {
+            let opened = cursor == 0 && self.last_seq == 0;
+            return Receipt {
+                accepted: true,
+                cursor,
+                state: self.task.status.state,
+                task: opened.then(|| self.task.clone()),
+                duplicate: true,
+            };
+        }
+        let cursor = self.last_seq;
+        self.take(item);
         let opened = self.last_seq == 0 && self.task.history.len() == 1;
         Receipt {
             accepted: true,
-            cursor: self.last_seq,
+            cursor,
             state: self.task.status.state,
             task: opened.then(|| self.task.clone()),
+            duplicate: false,
         }
     }
 
@@ -311,6 +351,40 @@ impl TaskWorkflow {
     #[query(name = "task")]
     pub fn task(&self, _ctx: &WorkflowContextView) -> Task {
         self.task.clone()
+    }
+
+    /// Where the committed log ends (docs/event-log.md, the reconciler).
+    #[query(name = "log")]
+    pub fn log(&self, _ctx: &WorkflowContextView) -> LogPosition {
+        LogPosition {
+            last_seq: self.last_seq,
+            stored_history: self.stored_history as u32,
+            stored_artifacts: self.stored_artifacts as u32,
+            idle: self.mailbox.is_empty() && !self.in_turn && self.last_seq > 0,
+            by_row: self.by_row,
+            head: self.task.head(),
+        }
+    }
+}
+
+impl TaskWorkflow {
+    /// Puts an accepted message into the history and the mailbox, and remembers its
+    /// `messageId` with the receipt's cursor.
+    fn take(&mut self, item: InboxItem) {
+        let mut message = item.message.clone();
+        message.task_id = self.task.id.clone();
+        message.context_id = self.task.context_id.clone();
+        self.task.history.push(message.clone());
+        self.mailbox.push_back((self.task.history.len() - 1, InboxItem { message, ..item }));
+        let id = self.task.history[self.task.history.len() - 1].message_id.clone();
+        if self.accepted.insert(id.clone(), self.last_seq).is_none() {
+            self.accepted_order.push_back(id);
+            if self.accepted_order.len() > REMEMBERED_MESSAGES
+                && let Some(old) = self.accepted_order.pop_front()
+            {
+                self.accepted.remove(&old);
+            }
+        }
     }
 }
 
@@ -350,6 +424,9 @@ async fn set_status(
         m
     });
     let (event, snapshot) = ctx.state_mut(|s| {
+        if state.is_final() {
+            s.in_turn = false;
+        }
         s.task.status = TaskStatus { state, message, timestamp: ts };
         let mut md = s.task.metadata.take().unwrap_or_default();
         md.remove(&status_ext_key());
@@ -381,9 +458,11 @@ async fn emit(
         s.next_key += 1;
         let changed = std::mem::take(&mut s.changed_artifacts);
         // A run recorded before the patch sends the whole task with a final status.
+        let stored_before = s.by_row.then(|| (s.stored_history as u32, s.stored_artifacts as u32));
         let (snapshot, history_from, history, artifacts) = if s.by_row {
             let history_from = s.stored_history;
             s.stored_history = s.task.history.len();
+            s.stored_artifacts = s.task.artifacts.len();
             let mut artifacts = Vec::new();
             for id in changed {
                 if let Some(i) = s.task.artifacts.iter().position(|a| a.artifact_id == id)
@@ -405,6 +484,7 @@ async fn emit(
             history,
             history_from: history_from as u32,
             artifacts,
+            stored_before,
         }
     });
     let seq = ctx

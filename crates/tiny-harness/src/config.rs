@@ -187,6 +187,11 @@ pub struct AgentSection {
     /// Seconds a task's run stays open after its terminal event (late messages then meet
     /// the workflow's own refusal).
     pub terminal_linger_secs: u64,
+    /// The largest message (its JSON, after redaction) a task takes. A message travels
+    /// through Temporal in the update, the workflow's state and the turn's activities, whose
+    /// payloads Temporal caps at 2 MB (warning at 256 KB); a larger one is refused up front,
+    /// naming this key, instead of wedging its task.
+    pub max_message_bytes: usize,
 }
 
 impl Default for AgentSection {
@@ -196,6 +201,7 @@ impl Default for AgentSection {
             lifecycle: Lifecycle::Conversation,
             model: "echo".into(),
             terminal_linger_secs: 2,
+            max_message_bytes: 256 * 1024,
         }
     }
 }

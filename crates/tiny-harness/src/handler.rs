@@ -86,6 +86,8 @@ pub struct HarnessHandler {
     pub(crate) linger_secs: u64,
     pub(crate) instant_model: bool,
     pub(crate) timeout: Duration,
+    /// `agent.max_message_bytes`.
+    pub(crate) max_message_bytes: usize,
     pub(crate) card: Arc<AgentCard>,
     pub(crate) extended_card: Option<AgentCard>,
     /// Push delivery and the key that seals configs; `None`: push notifications are off.
@@ -127,6 +129,11 @@ async fn delivered(delivery: &mut tokio::task::JoinHandle<Result<Receipt, A2AErr
 }
 
 impl Pending {
+    /// A message answered without a delivery: a retry of one the workflow accepted.
+    fn answered(task_id: String, message: Message, before: Option<Task>, new_task: bool, receipt: Receipt) -> Self {
+        Self { task_id, message, before, new_task, delivery: tokio::spawn(async move { Ok(receipt) }) }
+    }
+
     /// Waits for the workflow's answer to the message.
     async fn accepted(mut self) -> Result<Accepted, A2AError> {
         let receipt = delivered(&mut self.delivery).await?;
@@ -139,7 +146,7 @@ fn store_error(e: harness_store::StoreError) -> A2AError {
 }
 
 /// Maps a failed update-with-start to the A2A error the client should see.
-async fn update_error(store: &Store, task_id: &str, e: WorkflowUpdateWithStartError) -> A2AError {
+async fn update_error(client: &Client, store: &Store, task_id: &str, e: WorkflowUpdateWithStartError) -> A2AError {
     let text = format!("{e:?}");
     if let Some(r) = Refusal::decode(&text) {
         let kind = match r.reason.as_str() {
@@ -154,13 +161,19 @@ async fn update_error(store: &Store, task_id: &str, e: WorkflowUpdateWithStartEr
         || matches!(&e, WorkflowUpdateWithStartError::Start(_))
         || text.contains("AlreadyExists")
         || text.contains("already completed");
-    if closed
-        && let Ok(Some(head)) = store.task_head(task_id).await
-        && head.state.is_terminal()
-    {
-        return A2AError::unsupported(terminal_refusal(head.state))
-            .with("taskId", task_id)
-            .with("state", head.state.as_str());
+    if closed {
+        // A run Temporal closed without the task ending (a limit, an operator) is ended in
+        // the store first, so this and every later message is refused naming the state.
+        if let Err(why) = crate::reconcile::ended_run(client, store, task_id).await {
+            tracing::warn!(task_id, why, "could not check how the task's run ended");
+        }
+        if let Ok(Some(head)) = store.task_head(task_id).await
+            && head.state.is_terminal()
+        {
+            return A2AError::unsupported(terminal_refusal(head.state))
+                .with("taskId", task_id)
+                .with("state", head.state.as_str());
+        }
     }
     tracing::error!(task_id, error = %e, "update-with-start failed");
     A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
@@ -190,9 +203,8 @@ impl HarnessHandler {
 
     /// Audits a refused message and returns the refusal.
     async fn refuse(&self, request_id: &str, task_id: &str, message: &Message, err: A2AError) -> A2AError {
-        if let Err(e) =
-            self.store.record_inbox(request_id, task_id, message, InboxOutcome::Refused(err.message.clone())).await
-        {
+        let refused = InboxOutcome::Refused(err.message.clone());
+        if let Err(e) = self.store.record_inbox(request_id, task_id, message, refused, "").await {
             tracing::warn!(error = %e, "could not write the audit row of a refused message");
         }
         err
@@ -221,6 +233,10 @@ impl HarnessHandler {
                 None => err,
             });
         }
+        let sender = match &caller {
+            Caller::Participant(id) => id.clone(),
+            Caller::Anonymous => String::new(),
+        };
         let mut message = match validate::send_message(&req) {
             Ok(m) => m.clone(),
             Err(e) => {
@@ -231,6 +247,16 @@ impl HarnessHandler {
             }
         };
         self.redactor.message(&mut message);
+        let size = serde_json::to_vec(&message).map_or(0, |m| m.len());
+        if size > self.max_message_bytes {
+            let err = A2AError::invalid_params(format!(
+                "invalid params: the message is {size} bytes; this agent takes at most {} bytes per message \
+                 (`agent.max_message_bytes`): a larger one does not fit Temporal's payloads",
+                self.max_message_bytes
+            ))
+            .with("field", "message");
+            return Err(self.refuse(&request_id, &message.task_id, &message, err).await);
+        }
 
         let mut before = None;
         let new_task = message.task_id.is_empty();
@@ -250,6 +276,7 @@ impl HarnessHandler {
                         context_id: row.task.context_id.clone(),
                         last_seq: row.last_seq,
                         task_queue: row.task_queue.clone(),
+                        rewrites: 0,
                     };
                     before = Some(row.task);
                     head
@@ -266,6 +293,26 @@ impl HarnessHandler {
             };
             if let Err(e) = self.check_participant(&caller, &task_id, Access::Read).await {
                 return Err(self.refuse(&request_id, &task_id, &message, e).await);
+            }
+            // S5: a message accepted before (same messageId) is answered with its first
+            // outcome from the store, whatever the task did since; it runs no second turn.
+            if let Some(prior) = self.store.prior_message(&task_id, &message.message_id).await.map_err(store_error)?
+                && prior.accepted()
+            {
+                same_message(&prior, &message)?;
+                if before.is_none() {
+                    before = self.row(&task_id, None).await?.map(|r| r.task);
+                }
+                let receipt = Receipt {
+                    accepted: true,
+                    cursor: prior.cursor.unwrap_or(0),
+                    state: head.state,
+                    task: None,
+                    duplicate: true,
+                };
+                message.task_id = task_id.clone();
+                message.context_id = head.context_id.clone();
+                return Ok(Pending::answered(task_id, message, before, false, receipt));
             }
             if head.state.is_terminal() {
                 let err = A2AError::unsupported(terminal_refusal(head.state))
@@ -293,17 +340,55 @@ impl HarnessHandler {
         }
 
         // S5: the message is durable before anything is acknowledged.
+        let mut task_id = task_id;
+        let mut context_id = context_id;
         if new_task {
             // A new task: the sender (when known) reports it, this agent is its assignee.
             let mut participants = vec![(self.agent_id.clone(), ASSIGNEE.to_string())];
             if let Caller::Participant(id) = &caller {
                 participants.push((id.clone(), "reporter".to_string()));
             }
-            self.store.record_new_task_inbox(&request_id, &task_id, &message, &participants).await
+            let opens = format!("{sender}\n{}", message.message_id);
+            let prior = self
+                .store
+                .record_new_task_inbox(&request_id, &task_id, &message, &participants, &sender, &opens)
+                .await
+                .map_err(store_error)?;
+            if let Some(prior) = prior {
+                // A retried first message: the task its first attempt opened.
+                same_message(&prior, &message)?;
+                let first: Message = serde_json::from_str(&prior.body).map_err(|e| {
+                    A2AError::internal(format!(
+                        "the audited first message of task {} is unreadable: {e}",
+                        prior.task_id
+                    ))
+                })?;
+                (task_id, context_id) = (prior.task_id.clone(), first.context_id.clone());
+                message.task_id = task_id.clone();
+                message.context_id = context_id.clone();
+                if prior.accepted() {
+                    let state = self
+                        .store
+                        .task_head(&task_id)
+                        .await
+                        .map_err(store_error)?
+                        .map_or(TaskState::Submitted, |h| h.state);
+                    let receipt = Receipt { accepted: true, cursor: 0, state, task: None, duplicate: true };
+                    return Ok(Pending::answered(task_id, message, None, true, receipt));
+                }
+                // Its first attempt was not answered: deliver it again (the workflow, if it
+                // started, knows the message and answers with its receipt).
+                self.store
+                    .record_inbox(&request_id, &task_id, &message, InboxOutcome::Received, &sender)
+                    .await
+                    .map_err(store_error)?;
+            }
         } else {
-            self.store.record_inbox(&request_id, &task_id, &message, InboxOutcome::Received).await
+            self.store
+                .record_inbox(&request_id, &task_id, &message, InboxOutcome::Received, &sender)
+                .await
+                .map_err(store_error)?;
         }
-        .map_err(store_error)?;
 
         let input = TaskInput {
             task_id: task_id.clone(),
@@ -320,8 +405,11 @@ impl HarnessHandler {
                 };
                 default_brief(&message, reporter, &self.agent_id)
             }),
+            first: None,
         };
         let item = InboxItem { request_id, message: message.clone() };
+        // The first message travels in the start itself, durable with it (docs/event-log.md).
+        let input = TaskInput { first: new_task.then(|| item.clone()), ..input };
         let delivery = self.deliver(input, item);
         Ok(Pending { task_id, message, before, new_task, delivery })
     }
@@ -345,34 +433,16 @@ impl HarnessHandler {
                 client.execute_update_with_start_workflow(TaskWorkflow::run, input, TaskWorkflow::inbox, item, options);
             let outcome = match tokio::time::timeout(timeout, gates.deliver(&task_id, update)).await {
                 Ok(Ok(receipt)) => Ok(receipt),
-                Ok(Err(e)) => Err(update_error(&store, &task_id, e).await),
+                Ok(Err(e)) => Err(update_error(&client, &store, &task_id, e).await),
                 Err(_) => Err(unanswered("the message", timeout, &task_queue)),
             };
             let audit = match &outcome {
-                Ok(_) => InboxOutcome::Accepted,
+                Ok(receipt) => InboxOutcome::Accepted(receipt.cursor),
                 Err(e) => InboxOutcome::Refused(e.message.clone()),
             };
             store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
             outcome
         })
-    }
-
-    /// The log of a task a message just opened, from its first event (the Task, seq 1). It
-    /// is followed while Temporal's answer to the update is still on its way: the turn that
-    /// accepts the message appends the Task before its workflow task completes (an instant
-    /// model's whole turn runs in it), so the first event does not wait for that. Only an
-    /// accepted message appends to a new task's log; a refusal that comes first is returned.
-    async fn opened_log(&self, pending: Pending, stop: StopAt) -> Result<EventStream, A2AError> {
-        let mut log = self.log_stream(pending.task_id, 0, stop);
-        let mut delivery = pending.delivery;
-        tokio::select! {
-            first = log.next() => match first {
-                Some(Ok(event)) => Ok(futures::stream::once(async move { Ok(event) }).chain(log).boxed()),
-                Some(Err(e)) => Err(e),
-                None => delivered(&mut delivery).await.map(|_| log),
-            },
-            receipt = delivered(&mut delivery) => receipt.map(|_| log),
-        }
     }
 
     /// Reads the log of a task from `after`, in order, until `stop` (D1).
@@ -381,8 +451,28 @@ impl HarnessHandler {
         async_stream::stream! {
             // Subscribe before reading so an append between read and wait is not missed.
             let mut wake = store.notifier().subscribe(&task_id);
+            let mut rewrites = wake.borrow().rewrites;
             let mut cursor = after;
             loop {
+                let now = *wake.borrow();
+                if now.rewrites != rewrites {
+                    rewrites = now.rewrites;
+                    if now.rewound_from <= cursor {
+                        // What this stream delivered from that seq on was written by a workflow
+                        // task that never committed; going on would leave a hole.
+                        yield Err(A2AError::new(
+                            ErrorKind::Unavailable,
+                            format!(
+                                "the log of task {task_id} was cut back to seq {} after a crash: events this stream \
+                                 delivered from there on were never committed; subscribe again to read the log from \
+                                 the start",
+                                now.rewound_from - 1
+                            ),
+                        )
+                        .with("taskId", &task_id));
+                        return;
+                    }
+                }
                 let batch = match store.events_after(&task_id, cursor, 256).await {
                     Ok(b) => b,
                     Err(e) => {
@@ -425,15 +515,28 @@ impl HarnessHandler {
     }
 
     /// The task right after a message was accepted: the receipt's snapshot when the message
-    /// opened the task, else the snapshot stored before delivery with the message added.
-    fn accepted_task(accepted: Accepted) -> Result<Task, A2AError> {
+    /// opened the task, else the snapshot stored before delivery with the message added. A
+    /// retried message (already in the history) and a new task whose receipt came without a
+    /// snapshot are answered with the stored task.
+    async fn accepted_task(&self, accepted: Accepted) -> Result<Task, A2AError> {
         if let Some(task) = accepted.receipt.task {
             return Ok(task);
         }
-        let mut task =
-            accepted.before.ok_or_else(|| A2AError::internal("no snapshot was read for the continued task"))?;
-        task.status.state = accepted.receipt.state;
-        task.history.push(accepted.message);
+        let state = accepted.receipt.state;
+        let (mut task, add) = match accepted.before {
+            Some(task) if !accepted.receipt.duplicate => (task, true),
+            _ => (
+                self.row(&accepted.task_id, None)
+                    .await?
+                    .map(|r| r.task)
+                    .ok_or_else(|| A2AError::task_not_found(&accepted.task_id))?,
+                false,
+            ),
+        };
+        if add {
+            task.status.state = state;
+            task.history.push(accepted.message);
+        }
         Ok(task)
     }
 
@@ -616,17 +719,15 @@ impl RequestHandler for HarnessHandler {
         let config = req.configuration.clone().unwrap_or_default();
         let pending = self.admit(ctx, req, config.return_immediately).await?;
         if config.return_immediately {
-            let task = Self::accepted_task(pending.accepted().await?)?;
+            let task = self.accepted_task(pending.accepted().await?).await?;
             return Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)));
         }
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
+        // S5: nothing is answered before Temporal committed the message's acceptance (the
+        // events a workflow task appends before it commits may still be replaced).
         let task_id = pending.task_id.clone();
-        let log = if pending.new_task {
-            self.opened_log(pending, StopAt::Final).await?
-        } else {
-            let accepted = pending.accepted().await?;
-            self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final)
-        };
+        let accepted = pending.accepted().await?;
+        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final);
         let task = self.task_at_end(&task_id, log, config.history_length).await?;
         Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)))
     }
@@ -637,14 +738,16 @@ impl RequestHandler for HarnessHandler {
         req: SendMessageRequest,
     ) -> Result<EventStream, A2AError> {
         let pending = self.admit(ctx, req, true).await?;
-        if pending.new_task {
+        let new_task = pending.new_task;
+        // S5: the stream starts once Temporal committed the message's acceptance.
+        let accepted = pending.accepted().await?;
+        if new_task {
             // A new task: its log begins with the Task (seq 1).
-            return self.opened_log(pending, StopAt::Final).await;
+            return Ok(self.log_stream(accepted.task_id, 0, StopAt::Final));
         }
         // A continued task: the stream still begins with the Task, the message added.
-        let accepted = pending.accepted().await?;
         let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
-        let task = Self::accepted_task(accepted)?;
+        let task = self.accepted_task(accepted).await?;
         Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
     }
 
@@ -835,4 +938,21 @@ fn default_brief(message: &Message, reporter: Option<&str>, agent_id: &str) -> a
         serde_json::json!({"name": name, "goal": text, "participants": participants}),
     );
     metadata
+}
+
+/// A retried `messageId` must carry the message it named the first time (S5): one that
+/// names another is refused, naming the id, rather than answered with another's outcome.
+fn same_message(prior: &harness_store::PriorMessage, message: &Message) -> Result<(), A2AError> {
+    let first: Message = serde_json::from_str(&prior.body)
+        .map_err(|e| A2AError::internal(format!("the audited message of task {} is unreadable: {e}", prior.task_id)))?;
+    if first.parts == message.parts && first.role == message.role {
+        return Ok(());
+    }
+    Err(A2AError::invalid_params(format!(
+        "invalid params: messageId `{}` was already used for another message (task {}); a new message needs a new \
+         messageId",
+        message.message_id, prior.task_id
+    ))
+    .with("field", "message.messageId")
+    .with("taskId", &prior.task_id))
 }

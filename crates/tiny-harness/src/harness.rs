@@ -56,6 +56,7 @@ struct Running {
     store: Store,
     monitor_task: Option<tokio::task::JoinHandle<()>>,
     push_sweeper: Option<tokio::task::JoinHandle<()>>,
+    reconciler: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// The agent, embeddable (S17): [`Harness::router`] exists from construction and answers
@@ -222,7 +223,7 @@ impl Harness {
         let pusher = push_key.map(|key| Pusher::new(store.clone(), key, DeliveryPolicy::default()));
         // S14: deliveries a stopped or killed process left in the outbox.
         let push_sweeper = pusher.as_ref().map(|p| p.spawn_sweeper(config.temporal.task_queue.clone()));
-        let activities = Activities { store: store.clone(), models, pusher: pusher.clone() };
+        let activities = Activities::new(store.clone(), models, pusher.clone());
         let (worker_shutdown, worker_task) = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
             let (shutdown, thread) =
@@ -247,6 +248,7 @@ impl Harness {
             linger_secs: config.agent.terminal_linger_secs,
             instant_model,
             timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
+            max_message_bytes: config.agent.max_message_bytes,
             card: self.inner.card.clone(),
             extended_card: self.inner.extended_card.clone(),
             pusher,
@@ -262,8 +264,11 @@ impl Harness {
                 Duration::from_secs(config.server.monitor_interval_secs.max(1)),
             )
         });
+        // After a crash: the store says what Temporal committed (docs/event-log.md).
+        let reconciler = config.temporal.worker.then(|| crate::reconcile::spawn(handler.clone()));
         *self.inner.handler.write().expect("handler slot") = Some(handler);
-        *running = Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task, push_sweeper });
+        *running =
+            Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task, push_sweeper, reconciler });
         Ok(())
     }
 
@@ -272,7 +277,9 @@ impl Harness {
     pub async fn stop(&self) {
         let handler = self.inner.handler.write().expect("handler slot").take();
         let Some(mut running) = self.inner.running.lock().await.take() else { return };
-        for task in [running.monitor_task.take(), running.push_sweeper.take()].into_iter().flatten() {
+        for task in
+            [running.monitor_task.take(), running.push_sweeper.take(), running.reconciler.take()].into_iter().flatten()
+        {
             task.abort();
         }
         if let Some(shutdown) = running.worker_shutdown.take() {

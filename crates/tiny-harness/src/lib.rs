@@ -9,6 +9,7 @@ mod handler;
 mod harness;
 mod hosting;
 mod openapi;
+mod reconcile;
 mod task_gate;
 pub mod temporal_dev;
 

@@ -118,7 +118,11 @@ pub struct EmbeddedTemporal {
 impl EmbeddedTemporal {
     /// Starts the dev server with its database at `db_file`.
     pub async fn start(cli: &Path, db_file: &Path) -> Result<Self, TemporalCliError> {
-        let port = free_port();
+        Self::start_on(cli, db_file, free_port()).await
+    }
+
+    /// Starts the dev server on a given port (a restarted server keeps its address).
+    pub async fn start_on(cli: &Path, db_file: &Path, port: u16) -> Result<Self, TemporalCliError> {
         let start_err = |why: String| TemporalCliError::Start { cli: cli.display().to_string(), why };
         if let Some(dir) = db_file.parent() {
             std::fs::create_dir_all(dir).map_err(|e| start_err(e.to_string()))?;
@@ -176,6 +180,11 @@ impl EmbeddedTemporal {
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// Kills the server with SIGKILL (crash tests) and waits for it to be gone.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
     }
 
     /// Stops the server: SIGTERM, then SIGKILL after 10 s.

@@ -4,7 +4,7 @@
 //! the event in the push outbox. Returns the seq the store assigned.
 
 use crate::EmitInput;
-use harness_store::{NewEvent, Store, StoreError};
+use harness_store::{NewEvent, Store, StoreError, Stored};
 use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::ActivityError;
 
@@ -18,6 +18,9 @@ pub(super) async fn run(
         history: input.history,
         history_from: i64::from(input.history_from),
         artifacts: input.artifacts.into_iter().map(|(i, a)| (i64::from(i), a)).collect(),
+        stored_before: input
+            .stored_before
+            .map(|(history, artifacts)| Stored { history: i64::from(history), artifacts: i64::from(artifacts) }),
         ..NewEvent::new(input.task_id, input.key, input.event, input.task_queue)
     };
     match store.append(&event).await {

@@ -17,6 +17,24 @@ pub struct Activities {
     pub models: ModelRegistry,
     /// Delivers status events to the task's push configs (S14); `None` without a push key.
     pub pusher: Option<Arc<harness_push::Pusher>>,
+    /// Fault injection for crash tests only: `emit_event` waits this long after its append,
+    /// so a kill lands inside the workflow task that appended (env
+    /// `TINY_HARNESS_FAULT_EMIT_DELAY_MS`, docs/event-log.md). Zero in production.
+    pub emit_delay: std::time::Duration,
+}
+
+/// The environment variable that sets [`Activities::emit_delay`] (milliseconds).
+pub const FAULT_EMIT_DELAY_ENV: &str = "TINY_HARNESS_FAULT_EMIT_DELAY_MS";
+
+impl Activities {
+    /// The activities with the fault injection the environment asks for (none by default).
+    pub fn new(store: Store, models: ModelRegistry, pusher: Option<Arc<harness_push::Pusher>>) -> Self {
+        let ms = std::env::var(FAULT_EMIT_DELAY_ENV).ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        if ms > 0 {
+            tracing::warn!(ms, "fault injection: every emit_event waits after its append ({FAULT_EMIT_DELAY_ENV})");
+        }
+        Self { store, models, pusher, emit_delay: std::time::Duration::from_millis(ms) }
+    }
 }
 
 #[activities]
@@ -24,7 +42,11 @@ impl Activities {
     /// Appends an event to the task's log and wakes its readers (D1).
     #[activity(name = "emit_event")]
     pub async fn emit_event(self: Arc<Self>, _ctx: ActivityContext, input: EmitInput) -> Result<i64, ActivityError> {
-        emit_event::run(&self.store, self.pusher.as_ref(), input).await
+        let seq = emit_event::run(&self.store, self.pusher.as_ref(), input).await?;
+        if !self.emit_delay.is_zero() {
+            tokio::time::sleep(self.emit_delay).await;
+        }
+        Ok(seq)
     }
 
     /// Runs one model turn, streaming its output into the log as it is produced (D6, S12).

@@ -1,0 +1,458 @@
+//! Crash consistency (issue 13, S5, D1; docs/event-log.md "What a crash can leave"): the
+//! harness is SIGKILLed at chosen and at random moments, clients retry as real clients do,
+//! and afterwards every invariant a user relies on is checked against the store and the
+//! workflow. `cargo xtask chaos --minutes N` runs the random part for N minutes.
+
+use contract_tests::{HarnessOptions, HarnessProcess, user_text};
+use harness_workflow::TaskWorkflow;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use temporalio_client::{WorkflowQueryOptions, WorkflowTerminateOptions};
+
+const FAULT: &str = "TINY_HARNESS_FAULT_EMIT_DELAY_MS";
+
+/// A Temporal dev server of the test's own, which it kills (SIGKILL) and starts again on
+/// the same database and port, as `dev` does when the harness dies with it.
+struct OwnTemporal {
+    cli: std::path::PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    server: tiny_harness::temporal_dev::EmbeddedTemporal,
+}
+
+impl OwnTemporal {
+    async fn start() -> Self {
+        let cli = tiny_harness::temporal_dev::find_or_provision_cli(None).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let port = tiny_harness::temporal_dev::free_port();
+        let server =
+            tiny_harness::temporal_dev::EmbeddedTemporal::start_on(&cli, &dir.path().join("t.db"), port).await.unwrap();
+        Self { cli, dir, port, server }
+    }
+
+    fn address(&self) -> String {
+        self.server.address.clone()
+    }
+
+    /// SIGKILL, then a new server on the same database and port.
+    async fn crash_and_restart(&mut self) {
+        self.server.kill().await;
+        self.server =
+            tiny_harness::temporal_dev::EmbeddedTemporal::start_on(&self.cli, &self.dir.path().join("t.db"), self.port)
+                .await
+                .unwrap();
+    }
+}
+
+/// The reply text of a blocking SendMessage answer.
+fn reply_of(answer: &Value) -> String {
+    answer["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string()
+}
+
+/// Sends a message (blocking) until an answer with a task comes back, retrying the same
+/// message (same messageId) through refused connections and errors, as a client that lost
+/// its connection does. Gives up at `deadline`.
+async fn send_until_answered(base: &str, message: &Value, deadline: Instant) -> Option<Value> {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}).to_string();
+    while Instant::now() < deadline {
+        let sent = http
+            .post(format!("{base}/a2a/jsonrpc"))
+            .header("A2A-Version", "1.0")
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await;
+        if let Ok(r) = sent
+            && let Ok(v) = r.json::<Value>().await
+            && v["result"]["task"]["id"].is_string()
+        {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    None
+}
+
+/// What one conversation's client saw acknowledged: (messageId, text, reply).
+#[derive(Clone, Debug, Default)]
+struct Conversation {
+    task_id: Option<String>,
+    acked: Vec<(String, String, String)>,
+}
+
+/// A client that keeps one conversation going until `stop`, each message retried until it
+/// is answered. Returns what was acknowledged.
+async fn converse(base: String, n: usize, stop: Arc<AtomicBool>, deadline: Instant) -> Conversation {
+    let mut c = Conversation::default();
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+        let text = format!("conversation {n} message {i}");
+        let mut message = user_text(&text);
+        if let Some(id) = &c.task_id {
+            message["taskId"] = json!(id);
+        }
+        let message_id = message["messageId"].as_str().unwrap().to_string();
+        let Some(answer) = send_until_answered(&base, &message, deadline).await else { break };
+        let task_id = answer["result"]["task"]["id"].as_str().unwrap().to_string();
+        match &c.task_id {
+            None => c.task_id = Some(task_id),
+            Some(t) => assert_eq!(t, &task_id, "a follow-up was answered from another task"),
+        }
+        c.acked.push((message_id, text, reply_of(&answer)));
+        i += 1;
+    }
+    c
+}
+
+/// Every invariant of a recovered task (issue 13), checked once the workflow is idle and
+/// the store agrees with it (waiting for the reconciler at most `wait`). Returns a list of
+/// violations (empty: all hold).
+async fn check(h: &HarnessProcess, c: &Conversation, wait: Duration) -> Vec<String> {
+    let Some(task_id) = &c.task_id else { return vec![] };
+    let store = h.store().await;
+    let temporal = h.temporal().await;
+    let handle = temporal.get_workflow_handle::<TaskWorkflow>(task_id.as_str());
+    let deadline = Instant::now() + wait;
+    let mut why = Vec::new();
+    loop {
+        why.clear();
+        let position = handle.query(TaskWorkflow::log, (), WorkflowQueryOptions::default()).await;
+        let workflow = handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default()).await;
+        let head = store.task_head(task_id).await.unwrap();
+        match (position, workflow, head) {
+            (Ok(p), Ok(w), Some(head)) => {
+                if !p.idle {
+                    why.push(format!("{task_id}: the workflow is not idle"));
+                }
+                if head.last_seq != p.last_seq {
+                    why.push(format!("{task_id}: store last_seq {} but workflow {}", head.last_seq, p.last_seq));
+                }
+                if head.state != w.status.state {
+                    why.push(format!("{task_id}: store state {} but workflow {}", head.state, w.status.state));
+                }
+                // The stored status is the workflow's own (a dead workflow task's events carry
+                // other timestamps, whatever their text).
+                let row = store.task(task_id, Some(0)).await.unwrap().unwrap();
+                if row.task.status != w.status {
+                    why.push(format!("{task_id}: store status {:?} but workflow {:?}", row.task.status, w.status));
+                }
+                if !matches!(head.state.as_str(), "TASK_STATE_INPUT_REQUIRED") {
+                    why.push(format!("{task_id}: left {} after recovery", head.state));
+                }
+                let stored = store.history(task_id, i64::MAX, None).await.unwrap();
+                let ids =
+                    |m: &[a2a_types::Message]| m.iter().map(|m| (m.message_id.clone(), m.text())).collect::<Vec<_>>();
+                if ids(&stored) != ids(&w.history) {
+                    why.push(format!("{task_id}: store history {:?} but workflow {:?}", ids(&stored), ids(&w.history)));
+                }
+                // Every acknowledged message once, answered by its own reply, and no
+                // message (acknowledged or not) with a second turn.
+                let mut seen: HashMap<&str, usize> = HashMap::new();
+                for (i, m) in stored.iter().enumerate() {
+                    if m.role == a2a_types::Role::User {
+                        *seen.entry(m.message_id.as_str()).or_default() += 1;
+                        let reply = stored.get(i + 1).map(|r| r.text()).unwrap_or_default();
+                        if reply != format!("echo: {}", m.text()) {
+                            why.push(format!("{task_id}: `{}` is followed by `{reply}`", m.text()));
+                        }
+                    }
+                }
+                for (id, text, _) in &c.acked {
+                    if seen.get(id.as_str()) != Some(&1) {
+                        why.push(format!(
+                            "{task_id}: acknowledged `{text}` is stored {:?} times",
+                            seen.get(id.as_str())
+                        ));
+                    }
+                }
+                if let Some((id, n)) = seen.iter().find(|(_, n)| **n > 1) {
+                    why.push(format!("{task_id}: message {id} ran {n} turns"));
+                }
+                let seqs: Vec<i64> =
+                    store.events_after(task_id, 0, 100_000).await.unwrap().iter().map(|e| e.seq).collect();
+                if seqs != (1..=head.last_seq).collect::<Vec<_>>() {
+                    why.push(format!("{task_id}: the log has a gap: {seqs:?}"));
+                }
+            }
+            (p, w, head) => why.push(format!(
+                "{task_id}: not readable: log {:?} task {:?} head {head:?}",
+                p.err(),
+                w.err().map(|e| e.to_string())
+            )),
+        }
+        if why.is_empty() || Instant::now() > deadline {
+            return why;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Acknowledged replies answer their own messages.
+fn replies_answer_their_messages(c: &Conversation) -> Vec<String> {
+    c.acked
+        .iter()
+        .filter(|(_, text, reply)| *reply != format!("echo: {text}"))
+        .map(|(_, text, reply)| format!("`{text}` was answered `{reply}`"))
+        .collect()
+}
+
+/// Waits until the store shows a task whose log has at least `seq` events, and returns it.
+async fn await_log(h: &HarnessProcess, task: Option<&str>, seq: i64) -> String {
+    let store = h.store().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ids = match task {
+            Some(t) => vec![t.to_string()],
+            None => store.task_ids().await.unwrap(),
+        };
+        for id in ids {
+            let row = sqlx_last_seq(&store, &id).await;
+            if row >= seq {
+                return id;
+            }
+        }
+        assert!(Instant::now() < deadline, "no task reached seq {seq}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn sqlx_last_seq(store: &harness_store::Store, task: &str) -> i64 {
+    store.events_after(task, 0, 100_000).await.unwrap().last().map_or(0, |e| e.seq)
+}
+
+/// Finding 1 and 2 of issue 13: the harness dies inside the workflow task that took a new
+/// task's first message (its WORKING already in the store). The client retries the same
+/// message: it gets the task the first attempt opened, answered once; a follow-up then gets
+/// its own reply, and store and workflow agree. (Before: the update was lost, the store
+/// kept the dead task's events, the retry opened a second task and the follow-up was
+/// answered `echo: original 1`.)
+#[tokio::test]
+async fn a_first_message_whose_workflow_task_dies_is_answered_once_and_a_follow_up_gets_its_own_reply() {
+    let slow = vec![(FAULT.to_string(), "1500".to_string())];
+    let mut temporal = OwnTemporal::start().await;
+    let mut h =
+        HarnessProcess::start(HarnessOptions { env: slow, temporal: Some(temporal.address()), ..Default::default() })
+            .await;
+    let first = user_text("original 1");
+    let base = h.base_url.clone();
+    let sent = first.clone();
+    let lost = tokio::spawn(async move { contract_tests::A2AClient::new(&base).send(sent, json!({})).await });
+    // The Task is stored and the workflow task is still running (each emit waits 1.5 s).
+    let task_id = await_log(&h, None, 1).await;
+    // The harness dies, and Temporal with it (as `dev` runs them): what Temporal had not
+    // committed is gone.
+    h.kill9();
+    temporal.crash_and_restart().await;
+    h.restart_with_env(Vec::new()).await;
+    let _ = lost.await;
+
+    // As the issue's user did: a follow-up to the announced task, then the first message
+    // retried.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut next = user_text("NEW TEXT");
+    next["taskId"] = json!(task_id);
+    let answer = send_until_answered(&h.base_url, &next, deadline).await.expect("the follow-up is answered");
+    assert_eq!(reply_of(&answer), "echo: NEW TEXT", "the reply answers its own message");
+    let answer = send_until_answered(&h.base_url, &first, deadline).await.expect("the retry is answered");
+    assert_eq!(answer["result"]["task"]["id"], json!(task_id), "the retry finds the task the first attempt opened");
+    let store = h.store().await;
+    assert_eq!(store.task_ids().await.unwrap(), vec![task_id.clone()], "no second task");
+    let c = Conversation {
+        task_id: Some(task_id.clone()),
+        acked: vec![
+            (first["messageId"].as_str().unwrap().into(), "original 1".into(), "echo: original 1".into()),
+            (next["messageId"].as_str().unwrap().into(), "NEW TEXT".into(), "echo: NEW TEXT".into()),
+        ],
+    };
+    let why = check(&h, &c, Duration::from_secs(30)).await;
+    assert!(why.is_empty(), "{why:#?}\n{}", h.log());
+}
+
+/// A follow-up whose workflow task dies after its WORKING was stored: Temporal may lose the
+/// update (the sender was never answered). Whichever it does, the store ends up saying what
+/// the workflow says: the reconciler cuts back what the dead task appended, or the workflow
+/// runs the turn again and its events replace the dead ones.
+#[tokio::test]
+async fn a_follow_up_whose_workflow_task_dies_leaves_the_store_agreeing_with_the_workflow() {
+    let slow = vec![(FAULT.to_string(), "1000".to_string())];
+    let mut temporal = OwnTemporal::start().await;
+    let mut h =
+        HarnessProcess::start(HarnessOptions { env: slow, temporal: Some(temporal.address()), ..Default::default() })
+            .await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let first = user_text("one");
+    let answer = send_until_answered(&h.base_url, &first, deadline).await.unwrap();
+    let task_id = answer["result"]["task"]["id"].as_str().unwrap().to_string();
+    let parked = sqlx_last_seq(&h.store().await, &task_id).await;
+    let mut lost = user_text("lost");
+    lost["taskId"] = json!(task_id);
+    let (base, sent) = (h.base_url.clone(), lost.clone());
+    let sending = tokio::spawn(async move { contract_tests::A2AClient::new(&base).send(sent, json!({})).await });
+    await_log(&h, Some(&task_id), parked + 1).await;
+    h.kill9();
+    temporal.crash_and_restart().await;
+    h.restart_with_env(Vec::new()).await;
+    let _ = sending.await;
+    let c = Conversation {
+        task_id: Some(task_id.clone()),
+        acked: vec![(first["messageId"].as_str().unwrap().into(), "one".into(), "echo: one".into())],
+    };
+    let why = check(&h, &c, Duration::from_secs(60)).await;
+    assert!(why.is_empty(), "{why:#?}\n{}", h.log());
+    // The sender retries: answered once, with its own reply.
+    let answer = send_until_answered(&h.base_url, &lost, deadline).await.unwrap();
+    assert_eq!(reply_of(&answer), "echo: lost");
+    let c = Conversation {
+        acked: [
+            c.acked.clone(),
+            vec![(lost["messageId"].as_str().unwrap().into(), "lost".into(), "echo: lost".into())],
+        ]
+        .concat(),
+        ..c
+    };
+    let why = check(&h, &c, Duration::from_secs(30)).await;
+    assert!(why.is_empty(), "{why:#?}\n{}", h.log());
+}
+
+/// Finding 2 of issue 13: `messageId` is the idempotency key. A retried first message and
+/// a retried follow-up get their first answers and run no second turn; an id reused for
+/// another message is refused naming it.
+#[tokio::test]
+async fn a_retried_message_gets_its_first_answer_and_never_a_second_turn() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let c = h.client();
+    let first = user_text("hello");
+    let a = c.send(first.clone(), json!({})).await;
+    let b = c.send(first.clone(), json!({})).await;
+    let task_id = a["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(b["result"]["task"]["id"], json!(task_id), "{b}");
+    assert_eq!(reply_of(&b), "echo: hello");
+    let mut next = user_text("again");
+    next["taskId"] = json!(task_id);
+    let x = c.send(next.clone(), json!({})).await;
+    let y = c.send(next.clone(), json!({})).await;
+    assert_eq!((reply_of(&x), reply_of(&y)), ("echo: again".to_string(), "echo: again".to_string()), "{y}");
+    // A retried first message answers with the task as it is now, once.
+    let z = c.send(first.clone(), json!({})).await;
+    assert_eq!(z["result"]["task"]["id"], json!(task_id));
+    let store = h.store().await;
+    let texts: Vec<String> = store.history(&task_id, i64::MAX, None).await.unwrap().iter().map(|m| m.text()).collect();
+    assert_eq!(texts, vec!["hello", "echo: hello", "again", "echo: again"], "no second turn");
+    assert_eq!(store.task_ids().await.unwrap(), vec![task_id.clone()], "no second task");
+    // A streamed retry replays the first answer too.
+    let events = c.stream_message(next.clone()).await;
+    let last = events.last().unwrap();
+    assert_eq!(last["statusUpdate"]["status"]["message"]["parts"][0]["text"], "echo: again", "{events:?}");
+
+    let mut other = user_text("something else");
+    other["messageId"] = next["messageId"].clone();
+    other["taskId"] = json!(task_id);
+    let refused = c.send(other, json!({})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let text = refused["error"]["message"].as_str().unwrap();
+    assert!(text.contains(next["messageId"].as_str().unwrap()) && text.contains("already used"), "{text}");
+    // Another sender may use the same id for its own first message.
+    let theirs = contract_tests::rpc_as(
+        &h.base_url,
+        Some(("X-Participant-Id", "bob")),
+        "SendMessage",
+        json!({"message": first}),
+    )
+    .await;
+    assert_ne!(theirs["result"]["task"]["id"], json!(task_id), "{theirs}");
+}
+
+/// Finding 3 of issue 13: a message too large for Temporal's payloads is refused up front,
+/// naming the limit, and opens nothing; a run Temporal terminates (as it does at a history
+/// limit) is ended FAILED in the store, and every later message is refused naming that state.
+#[tokio::test]
+async fn an_oversized_message_is_refused_up_front_and_a_terminated_run_leaves_no_zombie() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let c = h.client();
+    let big = user_text(&"x".repeat(300 * 1024));
+    let r = c.send(big, json!({})).await;
+    assert_eq!(r["error"]["code"], -32602, "{}", &r.to_string()[..300.min(r.to_string().len())]);
+    let text = r["error"]["message"].as_str().unwrap();
+    assert!(text.contains("agent.max_message_bytes") && text.contains("262144"), "{text}");
+    let store = h.store().await;
+    assert!(store.task_ids().await.unwrap().is_empty(), "nothing opened");
+
+    let a = c.send(user_text("hi"), json!({})).await;
+    let task_id = a["result"]["task"]["id"].as_str().unwrap().to_string();
+    let temporal = h.temporal().await;
+    let handle = temporal.get_workflow_handle::<TaskWorkflow>(task_id.as_str());
+    handle.terminate(WorkflowTerminateOptions::builder().reason("history size exceeded").build()).await.unwrap();
+    let mut next = user_text("are you there?");
+    next["taskId"] = json!(task_id);
+    for _ in 0..2 {
+        let r = c.send(next.clone(), json!({})).await;
+        let text = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains("terminal state (TASK_STATE_FAILED)"), "{r}");
+        next["messageId"] = json!(format!("{}-again", next["messageId"].as_str().unwrap()));
+    }
+    let got = c.rpc("GetTask", json!({"id": task_id})).await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_FAILED", "{got}");
+    let why = got["result"]["status"]["message"]["parts"][0]["text"].as_str().unwrap();
+    assert!(why.contains("terminated"), "{why}");
+}
+
+/// The fault-injection suite (issue 13): conversations with retrying clients while the
+/// harness is SIGKILLed at random moments (each emit waits a little, so kills land inside
+/// workflow tasks too), then every invariant. `TINY_HARNESS_CHAOS_MINUTES` runs it that
+/// long (`cargo xtask chaos --minutes N`); by default three kills.
+#[tokio::test]
+async fn chaos_kills_under_concurrent_conversations_break_no_invariant() {
+    let minutes: f64 = std::env::var("TINY_HARNESS_CHAOS_MINUTES").ok().and_then(|m| m.parse().ok()).unwrap_or(0.0);
+    let conversations: usize =
+        std::env::var("TINY_HARNESS_CHAOS_CONVERSATIONS").ok().and_then(|m| m.parse().ok()).unwrap_or(4);
+    let slow = vec![(FAULT.to_string(), "120".to_string())];
+    let mut temporal = OwnTemporal::start().await;
+    let options = HarnessOptions { env: slow.clone(), temporal: Some(temporal.address()), ..Default::default() };
+    let mut h = HarnessProcess::start(options).await;
+    let run_until = Instant::now() + Duration::from_secs_f64(minutes * 60.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let give_up = Instant::now() + Duration::from_secs_f64(minutes * 60.0 + 240.0);
+    let clients: Vec<_> =
+        (0..conversations).map(|n| tokio::spawn(converse(h.base_url.clone(), n, stop.clone(), give_up))).collect();
+    let mut kills = 0;
+    let mut seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ 0x9e3779b97f4a7c15;
+    let mut random = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    while kills < 3 || Instant::now() < run_until {
+        tokio::time::sleep(Duration::from_millis(300 + random(2500))).await;
+        h.kill9();
+        // Every other time Temporal dies too (as under `dev`), at a moment of its own.
+        if kills % 2 == 1 {
+            tokio::time::sleep(Duration::from_millis(random(200))).await;
+            temporal.crash_and_restart().await;
+        }
+        h.restart_with_env(slow.clone()).await;
+        kills += 1;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut seen = Vec::new();
+    for c in clients {
+        seen.push(c.await.unwrap());
+    }
+    let acked: usize = seen.iter().map(|c| c.acked.len()).sum();
+    let mut why: Vec<String> = seen.iter().flat_map(replies_answer_their_messages).collect();
+    for c in &seen {
+        why.extend(check(&h, c, Duration::from_secs(60)).await);
+    }
+    eprintln!(
+        "chaos: {kills} kills of the harness ({} with Temporal), {conversations} conversations, {acked} acknowledged messages, {} violations",
+        kills / 2,
+        why.len()
+    );
+    assert!(acked >= conversations, "too little got through: {acked}\n{}", h.log());
+    assert!(why.is_empty(), "{why:#?}");
+}

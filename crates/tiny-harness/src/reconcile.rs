@@ -1,0 +1,162 @@
+//! After a crash the store may hold what no workflow committed, and a workflow may have
+//! ended without its end reaching the store. The reconciler makes the store say what
+//! Temporal says (docs/event-log.md, "What a crash can leave, and how it is undone"):
+//!
+//! - a task whose workflow is idle (no turn running, none waiting) but whose stored log goes
+//!   past the workflow's newest seq is cut back to that seq, its head set to the workflow's:
+//!   those events came from a workflow task that died before it committed, whose message
+//!   Temporal never accepted (the sender never got an answer);
+//! - a task whose workflow closed without the store knowing (terminated by Temporal for a
+//!   limit, or by an operator) is ended FAILED in the store, naming why, so every later
+//!   message is refused naming that state instead of failing forever.
+//!
+//! It runs when the harness starts (in the background, a few tasks at a time), and a send
+//! that finds a task's run closed uses [`ended_run`] at once.
+
+use crate::handler::HarnessHandler;
+use a2a_types::{Message, StreamResponse, TaskState, TaskStatus, TaskStatusUpdateEvent};
+use futures::StreamExt;
+use harness_store::{NewEvent, Store, Stored};
+use harness_workflow::TaskWorkflow;
+use std::sync::Arc;
+use std::time::Duration;
+use temporalio_client::{Client, WorkflowDescribeOptions, WorkflowExecutionStatus, WorkflowQueryOptions};
+
+/// How long one task's query may take: a workflow task that a dead worker had started is
+/// retried only after its timeout (10 s), and a query waits for it.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Tasks reconciled at once.
+const AT_ONCE: usize = 4;
+
+/// What the reconciler did, for its log line and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    pub checked: usize,
+    pub cut_back: usize,
+    pub ended: usize,
+    pub unanswered: usize,
+}
+
+/// Starts the reconciler in the background.
+pub(crate) fn spawn(handler: Arc<HarnessHandler>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        match reconcile(&handler).await {
+            Ok(done) if done.cut_back + done.ended + done.unanswered > 0 => {
+                tracing::warn!(?done, "reconciled the store with Temporal after a restart")
+            }
+            Ok(done) => tracing::debug!(?done, "the store agrees with Temporal"),
+            Err(e) => tracing::warn!(error = %e, "could not reconcile the store with Temporal"),
+        }
+    })
+}
+
+/// Reconciles every open task of this agent's queue (the newest 1000).
+pub(crate) async fn reconcile(handler: &HarnessHandler) -> Result<Reconciled, harness_store::StoreError> {
+    let ids = handler.store.open_task_ids(&handler.task_queue).await?;
+    let outcomes =
+        futures::stream::iter(ids).map(|id| async move { one(handler, &id).await }).buffer_unordered(AT_ONCE);
+    let outcomes: Vec<Outcome> = outcomes.collect().await;
+    let mut done = Reconciled { checked: outcomes.len(), ..Default::default() };
+    for o in outcomes {
+        match o {
+            Outcome::Agrees => {}
+            Outcome::CutBack => done.cut_back += 1,
+            Outcome::Ended => done.ended += 1,
+            Outcome::Unanswered => done.unanswered += 1,
+        }
+    }
+    Ok(done)
+}
+
+enum Outcome {
+    Agrees,
+    CutBack,
+    Ended,
+    Unanswered,
+}
+
+async fn one(handler: &HarnessHandler, task_id: &str) -> Outcome {
+    match ended_run(&handler.client, &handler.store, task_id).await {
+        Ok(Some(_)) => return Outcome::Ended,
+        Ok(None) => {}
+        Err(e) => {
+            tracing::debug!(task_id, error = %e, "reconcile: no answer from Temporal");
+            return Outcome::Unanswered;
+        }
+    }
+    let Ok(Some(seen)) = handler.store.task_head(task_id).await else { return Outcome::Agrees };
+    let handle = handler.client.get_workflow_handle::<TaskWorkflow>(task_id);
+    let query = handle.query(TaskWorkflow::log, (), WorkflowQueryOptions::default());
+    let position = match tokio::time::timeout(QUERY_TIMEOUT, handler.gates.query(task_id, query)).await {
+        Ok(Ok(p)) => p,
+        _ => return Outcome::Unanswered,
+    };
+    if !position.by_row || !position.idle || seen.last_seq <= position.last_seq {
+        return Outcome::Agrees;
+    }
+    let kept = Stored { history: i64::from(position.stored_history), artifacts: i64::from(position.stored_artifacts) };
+    match handler.store.cut_back(task_id, &seen, position.last_seq, kept, &position.head).await {
+        Ok(true) => {
+            tracing::warn!(
+                task_id,
+                from = seen.last_seq,
+                to = position.last_seq,
+                "cut back events a crashed workflow task had appended but never committed"
+            );
+            Outcome::CutBack
+        }
+        _ => Outcome::Agrees,
+    }
+}
+
+/// When a task's workflow has closed but the store still shows it open, ends it FAILED in
+/// the store, naming how the run ended, and returns that state. `None` while it runs, or
+/// when the store already shows it ended.
+pub(crate) async fn ended_run(client: &Client, store: &Store, task_id: &str) -> Result<Option<TaskState>, String> {
+    let Some(head) = store.task_head(task_id).await.map_err(|e| e.to_string())? else { return Ok(None) };
+    if head.state.is_terminal() {
+        return Ok(None);
+    }
+    let handle = client.get_workflow_handle::<TaskWorkflow>(task_id);
+    let described = tokio::time::timeout(QUERY_TIMEOUT, handle.describe(WorkflowDescribeOptions::default()))
+        .await
+        .map_err(|_| "describe timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    let how = match described.status() {
+        WorkflowExecutionStatus::Running
+        | WorkflowExecutionStatus::Paused
+        | WorkflowExecutionStatus::ContinuedAsNew => return Ok(None),
+        WorkflowExecutionStatus::Terminated => "was terminated by Temporal (a run limit, or an operator)",
+        WorkflowExecutionStatus::TimedOut => "timed out",
+        WorkflowExecutionStatus::Failed => "failed",
+        WorkflowExecutionStatus::Canceled => "was canceled in Temporal",
+        _ => "ended without finishing",
+    };
+    let text = format!("the task's workflow {how} while the task was {}; it cannot take more messages", head.state);
+    let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task_id.to_string(),
+        context_id: head.context_id.clone(),
+        status: TaskStatus {
+            state: TaskState::Failed,
+            message: Some(Message::agent_text(format!("{task_id}:run-ended"), text)),
+            timestamp: Some(a2a_types::now_timestamp()),
+        },
+        metadata: None,
+    });
+    let mut ended = NewEvent::new(task_id, "harness-run-ended", event, head.task_queue.clone());
+    let mut snapshot = a2a_types::Task { id: task_id.to_string(), context_id: head.context_id, ..Default::default() };
+    if let StreamResponse::StatusUpdate(u) = &ended.event {
+        snapshot.status = u.status.clone();
+    }
+    // Keep the stored head's metadata: read it back and only change the status.
+    if let Ok(Some(row)) = store.task(task_id, Some(0)).await {
+        snapshot.metadata = row.task.metadata;
+    }
+    ended.snapshot = Some(snapshot);
+    match store.append(&ended).await {
+        Ok(_) | Err(harness_store::StoreError::Closed(_)) => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    tracing::warn!(task_id, how, "a task's workflow closed without ending it; the store now says FAILED");
+    Ok(Some(TaskState::Failed))
+}
