@@ -11,6 +11,11 @@
 //! - `bench`: the benchmark of `docs/performance.md`, release build, one run, ratios.
 //! - `histories`: re-records the `TaskWorkflow` histories the replay test replays.
 //! - `dev`: `cargo run -p harness-cli -- dev` with any extra arguments.
+//! - `chaos --minutes N [--conversations C]`: the fault-injection suite of
+//!   `crates/contract-tests/tests/crash.rs` for N minutes: C conversations (default 8) with
+//!   retrying clients while the harness, and every other time its Temporal server, is
+//!   SIGKILLed at random moments; then every invariant (docs/event-log.md). The short
+//!   version (three kills, four conversations) is part of `test`.
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -197,6 +202,34 @@ async fn test(extra: &[String]) -> Result<()> {
     result
 }
 
+/// `cargo xtask chaos --minutes N [--conversations C]`.
+fn chaos(extra: &[String]) -> Result<()> {
+    let mut minutes = "20".to_string();
+    let mut conversations = "8".to_string();
+    let mut args = extra.iter();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--minutes" => minutes = args.next().context("--minutes takes a number")?.clone(),
+            "--conversations" => conversations = args.next().context("--conversations takes a number")?.clone(),
+            other => bail!("unknown chaos argument `{other}` (expected --minutes N, --conversations C)"),
+        }
+    }
+    minutes.parse::<f64>().with_context(|| format!("--minutes `{minutes}` is not a number"))?;
+    conversations.parse::<usize>().with_context(|| format!("--conversations `{conversations}` is not a number"))?;
+    run({
+        let mut c = cargo();
+        c.args(["build", "-p", "harness-cli"]);
+        c
+    })?;
+    run({
+        let mut c = cargo();
+        c.args(["test", "-p", "contract-tests", "--test", "crash", "--", "--nocapture", "chaos_"])
+            .env("TINY_HARNESS_CHAOS_MINUTES", &minutes)
+            .env("TINY_HARNESS_CHAOS_CONVERSATIONS", &conversations);
+        c
+    })
+}
+
 fn histories() -> Result<()> {
     run({
         let mut c = cargo();
@@ -245,6 +278,7 @@ async fn main() -> Result<()> {
         "test" => test(extra).await,
         "bench" => bench(extra),
         "histories" => histories(),
+        "chaos" => chaos(extra),
         "contract" => run({
             let mut c = cargo();
             c.args(["test", "-p", "tiny-harness", "--test", "card_contract"]).env("INSTA_UPDATE", "always");
@@ -256,7 +290,7 @@ async fn main() -> Result<()> {
             c
         }),
         _ => {
-            eprintln!("usage: cargo xtask <test|contract|bench|histories|dev> [args]");
+            eprintln!("usage: cargo xtask <test|contract|bench|histories|dev|chaos> [args]");
             if verb == "help" { Ok(()) } else { bail!("unknown verb `{verb}`") }
         }
     }

@@ -85,6 +85,10 @@ pub struct HarnessOptions {
     /// A Temporal server of the test's own (`http://host:port`), e.g. one it kills; default:
     /// the shared dev server.
     pub temporal: Option<String>,
+    /// Run on an embedded Temporal dev server of the harness's own (`mode = "embedded"`).
+    pub embedded: bool,
+    /// TOML lines added to the `[server]` section (e.g. `max_connections = 8`).
+    pub server_extra: String,
 }
 
 impl Default for HarnessOptions {
@@ -102,6 +106,8 @@ impl Default for HarnessOptions {
             store_url: None,
             env: Vec::new(),
             temporal: None,
+            embedded: false,
+            server_extra: String::new(),
         }
     }
 }
@@ -129,13 +135,17 @@ impl HarnessProcess {
         let data_dir = tempfile::tempdir().expect("tempdir");
         let port = tiny_harness::temporal_dev::free_port();
         let task_queue = format!("test-{}", uuid_like());
+        let temporal_at = if opts.embedded {
+            "mode = \"embedded\"".to_string()
+        } else {
+            format!(
+                "mode = \"remote\"\naddress = \"{}\"",
+                opts.temporal.as_deref().unwrap_or_else(|| temporal_address())
+            )
+        };
         let mut config = format!(
-            "[server]\nport = {port}\n\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"{task_queue}\"\nworker = {}\nrequest_timeout_secs = {}\n\n[agent]\nlifecycle = \"{}\"\nterminal_linger_secs = {}\n",
-            opts.temporal.as_deref().unwrap_or_else(|| temporal_address()),
-            opts.worker,
-            opts.request_timeout_secs,
-            opts.lifecycle,
-            opts.linger_secs,
+            "[server]\nport = {port}\n{}\n\n[temporal]\n{temporal_at}\ntask_queue = \"{task_queue}\"\nworker = {}\nrequest_timeout_secs = {}\n\n[agent]\nlifecycle = \"{}\"\nterminal_linger_secs = {}\n",
+            opts.server_extra, opts.worker, opts.request_timeout_secs, opts.lifecycle, opts.linger_secs,
         );
         if let Some(model) = opts.model {
             config.push_str(&format!("model = \"{model}\"\n"));
@@ -212,6 +222,11 @@ impl HarnessProcess {
     /// The harness's combined output so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// The process id of the running harness.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Kills the process with SIGKILL (no chance to clean up).

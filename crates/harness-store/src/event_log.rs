@@ -100,6 +100,16 @@ pub struct TaskHead {
     pub rewrites: i64,
 }
 
+/// An open task as `/_monitor` shows it from the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenTask {
+    pub task_id: String,
+    pub state: TaskState,
+    pub substate: Option<String>,
+    /// Messages its senders sent.
+    pub turns: u32,
+}
+
 /// The stored row of a task.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskRow {
@@ -590,6 +600,43 @@ impl Store {
         .fetch_all(self.reads())
         .await?;
         rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
+    }
+
+    /// The tasks of a queue whose log has not ended, newest status first (at most 1000), with
+    /// their state, substate (the status extension's, from the stored head) and how many
+    /// messages their senders sent (turns taken, for a parked task): what `/_monitor` shows
+    /// without asking Temporal.
+    pub async fn open_task_states(&self, task_queue: &str) -> Result<Vec<OpenTask>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT t.task_id, t.state, t.snapshot, (SELECT COUNT(*) FROM task_history h WHERE h.task_id = t.task_id \
+             AND h.message LIKE '%\"role\":\"ROLE_USER\"%') AS turns FROM tasks t WHERE t.task_queue = $1 AND t.snapshot <> '' \
+             AND t.state NOT IN ('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED') \
+             ORDER BY t.status_ts DESC LIMIT 1000",
+        )
+        .bind(task_queue)
+        .fetch_all(self.reads())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let state: String = r.try_get("state")?;
+                let snapshot: String = r.try_get("snapshot")?;
+                let head: Task = serde_json::from_str(&snapshot)?;
+                let substate = head
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.iter().find(|(k, _)| k.ends_with("/status")).map(|(_, v)| v))
+                    .and_then(|v| v.get("substate"))
+                    .and_then(|v| v.as_str())
+                    .map(String::from);
+                let turns: i64 = r.try_get("turns")?;
+                Ok(OpenTask {
+                    task_id: r.try_get("task_id")?,
+                    state: state.parse().unwrap_or_default(),
+                    substate,
+                    turns: u32::try_from(turns).unwrap_or(u32::MAX),
+                })
+            })
+            .collect()
     }
 
     /// Ids of every task whose log has begun.

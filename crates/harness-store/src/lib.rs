@@ -16,7 +16,7 @@ mod push;
 pub mod testing;
 mod writer;
 
-pub use event_log::{Appended, LoggedEvent, NewEvent, Stored, TaskHead, TaskPage, TaskQuery, TaskRow};
+pub use event_log::{Appended, LoggedEvent, NewEvent, OpenTask, Stored, TaskHead, TaskPage, TaskQuery, TaskRow};
 pub use inbox::{InboxOutcome, InboxRow, PriorMessage, REFUSED_EXCERPT};
 pub use notifier::{Notifier, Wake};
 pub use push::{PUSH_LEASE, PendingPush, PushRow};
@@ -132,6 +132,12 @@ impl Store {
     /// Runs a write in a transaction (on SQLite, in the writer's next batch).
     pub(crate) async fn write<T: Send + 'static>(&self, write: WriteFn<T>) -> Result<T, StoreError> {
         self.writes.run(write).await
+    }
+
+    /// Whether the database answers (a read).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").fetch_one(self.reads()).await?;
+        Ok(())
     }
 
     pub(crate) fn reads(&self) -> &AnyPool {

@@ -82,6 +82,13 @@ pub struct ServerSection {
     pub ui_dir: Option<PathBuf>,
     /// S20: how often `/_monitor`'s snapshot is refreshed.
     pub monitor_interval_secs: u64,
+    /// Connections served at once by `serve`/`dev`; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// A connection that has not sent a whole request head this long after it opened (or
+    /// after its previous request) is closed.
+    pub header_read_timeout_secs: u64,
+    /// A request body that sends nothing for this long is cut off (408-like 400).
+    pub body_read_timeout_secs: u64,
 }
 
 impl Default for ServerSection {
@@ -96,6 +103,9 @@ impl Default for ServerSection {
             cors_origins: Vec::new(),
             ui_dir: None,
             monitor_interval_secs: 5,
+            max_connections: 1024,
+            header_read_timeout_secs: 10,
+            body_read_timeout_secs: 30,
         }
     }
 }
@@ -123,6 +133,9 @@ pub struct TemporalSection {
     /// Compression of the gRPC calls to Temporal; `None`: [`TemporalSection::compression`]
     /// decides by the address.
     pub grpc_compression: Option<GrpcCompression>,
+    /// Workflows the worker keeps in memory (least recently used first out); an evicted one
+    /// is replayed from its history on its next message.
+    pub max_cached_workflows: usize,
 }
 
 /// Compression of the gRPC calls to Temporal (both ways: the server answers in kind).
@@ -163,6 +176,7 @@ impl Default for TemporalSection {
             address: "http://127.0.0.1:7233".into(),
             namespace: "default".into(),
             task_queue: "tiny-harness".into(),
+            max_cached_workflows: 256,
             cli: None,
             request_timeout_secs: 10,
             worker: true,

@@ -99,6 +99,9 @@ pub struct HarnessHandler {
     pub(crate) owners: std::sync::Mutex<std::collections::HashMap<String, bool>>,
     /// Keeps this process's workflow queries from crossing its messages on one task.
     pub(crate) gates: crate::task_gate::TaskGates,
+    /// Whether Temporal answers (issue 13): while it does not, sends and cancels fail fast
+    /// and reads come from the store.
+    pub(crate) health: Arc<crate::supervise::Health>,
 }
 
 /// A message the workflow accepted.
@@ -176,6 +179,15 @@ async fn update_error(client: &Client, store: &Store, task_id: &str, e: Workflow
         }
     }
     tracing::error!(task_id, error = %e, "update-with-start failed");
+    if crate::supervise::is_transport_error(&text) {
+        return A2AError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "Temporal is unreachable: the message to task {task_id} was not delivered; retry it (same messageId) \
+                 in a few seconds"
+            ),
+        );
+    }
     A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
 }
 
@@ -247,6 +259,10 @@ impl HarnessHandler {
             }
         };
         self.redactor.message(&mut message);
+        if !self.health.is_up() {
+            let err = self.health.unavailable("the delivery of the message");
+            return Err(self.refuse(&request_id, &message.task_id, &message, err).await);
+        }
         let size = serde_json::to_vec(&message).map_or(0, |m| m.len());
         if size > self.max_message_bytes {
             let err = A2AError::invalid_params(format!(
@@ -628,20 +644,41 @@ impl HarnessHandler {
         &self.agent_id
     }
 
-    /// Every task of this queue that has not ended, as its workflow reports it (S20).
+    /// Every task of this queue that has not ended (S20): read from the store, and only the
+    /// tasks a turn runs on (WORKING or SUBMITTED, as many as run at once) are asked for
+    /// their mailbox and turn; none while Temporal does not answer.
     pub(crate) async fn monitor_rows(&self) -> Result<Vec<harness_workflow::MonitorRow>, A2AError> {
-        let ids = self.store.open_task_ids(&self.task_queue).await.map_err(store_error)?;
+        let open = self.store.open_task_states(&self.task_queue).await.map_err(store_error)?;
         let mut rows = Vec::new();
-        for id in ids {
-            let handle = self.client.get_workflow_handle::<TaskWorkflow>(id.as_str());
-            let query = handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default());
-            match self.bounded("the monitor query", self.gates.query(&id, query)).await {
-                Ok(Ok(row)) => rows.push(row),
-                Ok(Err(e)) => tracing::debug!(task_id = %id, error = %e, "monitor: query failed"),
-                Err(e) => tracing::debug!(task_id = %id, error = %e.message, "monitor: query timed out"),
+        for row in open {
+            let busy = matches!(row.state, TaskState::Working | TaskState::Submitted);
+            if busy && self.health.is_up() {
+                let handle = self.client.get_workflow_handle::<TaskWorkflow>(row.task_id.as_str());
+                let query = handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default());
+                match self.bounded("the monitor query", self.gates.query(&row.task_id, query)).await {
+                    Ok(Ok(r)) => {
+                        rows.push(r);
+                        continue;
+                    }
+                    Ok(Err(e)) => tracing::debug!(task_id = %row.task_id, error = %e, "monitor: query failed"),
+                    Err(e) => tracing::debug!(task_id = %row.task_id, error = %e.message, "monitor: query timed out"),
+                }
             }
+            rows.push(harness_workflow::MonitorRow {
+                task_id: row.task_id,
+                state: row.state,
+                substate: row.substate,
+                mailbox_depth: 0,
+                turn: row.turns,
+                children: Vec::new(),
+            });
         }
         Ok(rows)
+    }
+
+    /// Whether Temporal answers.
+    pub(crate) fn health(&self) -> &crate::supervise::Health {
+        &self.health
     }
 
     /// Validates, seals and stores a push config of `task_id`; returns it as stored (with
@@ -699,6 +736,10 @@ impl HarnessHandler {
         };
         if head.as_ref().is_some_and(|h| h.state.is_terminal()) {
             return stored().await?.ok_or_else(|| A2AError::task_not_found(task_id));
+        }
+        if !self.health.is_up() {
+            // Temporal does not answer: the store's copy, as of its newest event.
+            return stored().await?.ok_or_else(|| self.health.unavailable("reading the task"));
         }
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
         let query = handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default());
@@ -773,6 +814,9 @@ impl RequestHandler for HarnessHandler {
         };
         if task.status.state.is_terminal() {
             return Err(not_cancelable(task.status.state));
+        }
+        if !self.health.is_up() {
+            return Err(self.health.unavailable("the cancel"));
         }
         let after = self.store.task_head(&req.id).await.map_err(store_error)?.map_or(0, |h| h.last_seq);
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(req.id.clone());

@@ -52,7 +52,8 @@ fn models(config: &Config) -> Result<ModelRegistry, crate::ConfigError> {
 struct Running {
     worker_shutdown: Option<Shutdown>,
     worker_task: Option<std::thread::JoinHandle<()>>,
-    embedded: Option<EmbeddedTemporal>,
+    embedded: Option<crate::supervise::Supervisor>,
+    probe: Option<tokio::task::JoinHandle<()>>,
     store: Store,
     monitor_task: Option<tokio::task::JoinHandle<()>>,
     push_sweeper: Option<tokio::task::JoinHandle<()>>,
@@ -201,17 +202,29 @@ impl Harness {
         let push_key = config.push_key()?;
         let store = Store::connect(&config.store_url()).await?;
 
+        let health = Arc::new(crate::supervise::Health::default());
         let (embedded, address) = match config.temporal.mode {
             TemporalMode::Embedded => {
                 let cli = find_or_provision_cli(config.temporal.cli.as_deref()).await?;
-                let server = EmbeddedTemporal::start(&cli, &config.data_dir.join("temporal.db")).await?;
+                let db = config.data_dir.join("temporal.db");
+                let server = EmbeddedTemporal::start(&cli, &db).await?;
                 let address = server.address.clone();
-                (Some(server), address)
+                // A dev server that dies is started again on the same database and port.
+                (Some(crate::supervise::Supervisor::spawn(cli, db, server, health.clone())), address)
             }
             TemporalMode::Remote => (None, config.temporal.address.clone()),
         };
         let compression = config.temporal.compression(&address);
-        let client = connect(&address, &config.temporal.namespace, compression).await?;
+        let client = match connect(&address, &config.temporal.namespace, compression).await {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(server) = embedded {
+                    server.stop().await;
+                }
+                return Err(e);
+            }
+        };
+        let probe = crate::supervise::spawn_probe(client.clone(), health.clone());
 
         let instant_model = models.get(&config.agent.model).is_some_and(|m| m.is_instant());
         if push_key.is_none() {
@@ -226,8 +239,9 @@ impl Harness {
         let activities = Activities::new(store.clone(), models, pusher.clone());
         let (worker_shutdown, worker_task) = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
+            let cached = config.temporal.max_cached_workflows;
             let (shutdown, thread) =
-                spawn_worker_thread(client.clone(), move || task_worker_options(queue, activities)).await?;
+                spawn_worker_thread(client.clone(), move || task_worker_options(queue, activities, cached)).await?;
             (Some(shutdown), Some(thread))
         } else {
             (None, None)
@@ -256,6 +270,7 @@ impl Harness {
             resolver: self.inner.resolver.clone(),
             owners: Default::default(),
             gates: Default::default(),
+            health,
         });
         let monitor_task = self.inner.options.monitor.then(|| {
             crate::hosting::spawn_monitor(
@@ -267,8 +282,16 @@ impl Harness {
         // After a crash: the store says what Temporal committed (docs/event-log.md).
         let reconciler = config.temporal.worker.then(|| crate::reconcile::spawn(handler.clone()));
         *self.inner.handler.write().expect("handler slot") = Some(handler);
-        *running =
-            Some(Running { worker_shutdown, worker_task, embedded, store, monitor_task, push_sweeper, reconciler });
+        *running = Some(Running {
+            worker_shutdown,
+            worker_task,
+            embedded,
+            probe: Some(probe),
+            store,
+            monitor_task,
+            push_sweeper,
+            reconciler,
+        });
         Ok(())
     }
 
@@ -277,9 +300,9 @@ impl Harness {
     pub async fn stop(&self) {
         let handler = self.inner.handler.write().expect("handler slot").take();
         let Some(mut running) = self.inner.running.lock().await.take() else { return };
-        for task in
-            [running.monitor_task.take(), running.push_sweeper.take(), running.reconciler.take()].into_iter().flatten()
-        {
+        let tasks =
+            [running.monitor_task.take(), running.push_sweeper.take(), running.reconciler.take(), running.probe.take()];
+        for task in tasks.into_iter().flatten() {
             task.abort();
         }
         if let Some(shutdown) = running.worker_shutdown.take() {
@@ -293,7 +316,7 @@ impl Harness {
         if let Some(pusher) = handler.as_ref().and_then(|h| h.pusher.as_ref()) {
             pusher.stop();
         }
-        if let Some(mut server) = running.embedded.take() {
+        if let Some(server) = running.embedded.take() {
             server.stop().await;
         }
     }
@@ -318,14 +341,12 @@ impl Harness {
         } else {
             axum::Router::new().nest(&self.inner.prefix, self.router())
         };
-        // Without TCP_NODELAY a response's head and body can wait on the client's delayed
-        // ACK (about 40 ms per request).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let served = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let server = &self.inner.config.server;
+        let caps = ConnectionCaps {
+            max: server.max_connections.max(1),
+            header_read_timeout: Duration::from_secs(server.header_read_timeout_secs.max(1)),
+        };
+        let served = serve_connections(listener, app, caps, shutdown).await;
         self.stop().await;
         served.map_err(|e| HarnessError::Worker(format!("the server failed: {e}")))
     }
@@ -416,8 +437,9 @@ pub const STICKY_TIMEOUT: Duration = Duration::from_secs(3);
 /// Stops a worker started by [`spawn_worker_thread`].
 pub type Shutdown = Box<dyn Fn() + Send + Sync>;
 
-fn task_worker_options(task_queue: String, activities: Activities) -> Result<WorkerOptions, String> {
+fn task_worker_options(task_queue: String, activities: Activities, cached: usize) -> Result<WorkerOptions, String> {
     Ok(WorkerOptions::new(task_queue)
+        .max_cached_workflows(cached.max(2))
         .register_workflow::<TaskWorkflow>()
         .map_err(|e| e.to_string())?
         .register_activities(activities)
@@ -474,4 +496,67 @@ pub async fn spawn_worker_thread(
         .map_err(|e| HarnessError::Worker(e.to_string()))?;
     let shutdown = rx.await.map_err(|_| HarnessError::Worker("the worker thread ended before it started".into()))??;
     Ok((shutdown, thread))
+}
+
+/// What one server may hold open (issue 13: a peer must not exhaust it).
+struct ConnectionCaps {
+    /// Connections served at once; the next waits in the listen backlog until one closes.
+    max: usize,
+    /// A connection whose request head is not complete this long after it opened (or after
+    /// its previous response) is closed.
+    header_read_timeout: Duration,
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, within `caps`; then lets the open
+/// connections finish for up to 5 s.
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    caps: ConnectionCaps,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use tower::ServiceExt;
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(caps.header_read_timeout);
+    let permits = Arc::new(tokio::sync::Semaphore::new(caps.max));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            _ = &mut shutdown => break,
+        };
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little, never spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // Without TCP_NODELAY a response's head and body can wait on the client's delayed
+        // ACK (about 40 ms per request).
+        let _ = tcp.set_nodelay(true);
+        let service = app.clone().map_request(move |mut req: axum::extract::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            req.map(axum::body::Body::new)
+        });
+        let service = hyper_util::service::TowerToHyperService::new(service);
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+    Ok(())
 }

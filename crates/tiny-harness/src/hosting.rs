@@ -80,6 +80,7 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
     if options.push_route {
         routes = routes.route(PUSH_PATH, axum::routing::post(push_receiver));
     }
+    routes = routes.route(READY_PATH, axum::routing::get(ready).with_state(inner.clone()));
     if options.monitor {
         routes = routes.route(MONITOR_PATH, axum::routing::get(monitor).with_state(inner.clone()));
     }
@@ -93,7 +94,11 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
         }
     }
     if options.limits {
-        routes = routes.layer(axum::middleware::from_fn_with_state(inner.clone(), limits));
+        routes = routes.layer(axum::middleware::from_fn_with_state(inner.clone(), limits)).layer(
+            tower_http::timeout::RequestBodyTimeoutLayer::new(Duration::from_secs(
+                config.server.body_read_timeout_secs.max(1),
+            )),
+        );
     }
     let cors = !config.server.cors_origins.is_empty() && options.cors;
     if cors && mount == Mount::AtRoot {
@@ -124,6 +129,9 @@ pub fn harness_router(harness: &Harness) -> Router {
 pub const OPENAPI_PATH: &str = "/openapi.json";
 /// The monitor snapshot, relative to the prefix.
 pub const MONITOR_PATH: &str = "/_monitor";
+/// Readiness for a load balancer (issue 13), relative to the prefix: 200 while the harness
+/// runs, Temporal answers and the store reads; 503 naming what does not otherwise.
+pub const READY_PATH: &str = "/_ready";
 /// The push receiver (S15), relative to the prefix.
 pub const PUSH_PATH: &str = "/a2a/push/{task_id}";
 /// The largest push body the receiver reads (S15).
@@ -281,6 +289,26 @@ async fn limits(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Re
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
+async fn ready(State(inner): State<Arc<Inner>>) -> Response {
+    let handler = inner.handler.read().expect("handler slot").clone();
+    let Some(handler) = handler else {
+        return status_error(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "the harness is not started".into());
+    };
+    let temporal = handler.health().to_json();
+    let store = match handler.store.ping().await {
+        Ok(()) => serde_json::json!({"up": true}),
+        Err(e) => serde_json::json!({"up": false, "why": e.to_string()}),
+    };
+    let ready = temporal["up"] == true && store["up"] == true;
+    let body = serde_json::json!({"ready": ready, "temporal": temporal, "store": store}).to_string();
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut r = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if !ready {
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    r
+}
+
 /// The latest monitor snapshot (S20), shared with the refresh task.
 #[derive(Clone, Default)]
 pub(crate) struct MonitorSnapshot(Arc<Mutex<serde_json::Value>>);
@@ -309,6 +337,7 @@ pub(crate) fn spawn_monitor(
                     let value = serde_json::json!({
                         "agent": handler.agent_id(),
                         "taken_at": a2a_types::now_timestamp(),
+                        "temporal": handler.health().to_json(),
                         "running": rows,
                     });
                     *snapshot.0.lock().expect("monitor") = value;

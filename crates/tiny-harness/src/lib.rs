@@ -10,6 +10,7 @@ mod harness;
 mod hosting;
 mod openapi;
 mod reconcile;
+pub mod supervise;
 mod task_gate;
 pub mod temporal_dev;
 

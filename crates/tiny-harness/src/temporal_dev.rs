@@ -113,6 +113,7 @@ pub struct EmbeddedTemporal {
     child: Child,
     /// `http://127.0.0.1:<port>` for the client.
     pub address: String,
+    port: u16,
 }
 
 impl EmbeddedTemporal {
@@ -127,6 +128,10 @@ impl EmbeddedTemporal {
         if let Some(dir) = db_file.parent() {
             std::fs::create_dir_all(dir).map_err(|e| start_err(e.to_string()))?;
         }
+        // One server per database: the lock is taken here and handed to the server process,
+        // which holds it for as long as it lives (a server left by a killed harness exits
+        // within a second or two; a second one must not open the database meanwhile).
+        let lock = hold_database_lock(db_file).await.map_err(start_err)?;
         let log_path = db_file.with_extension("log");
         // Appended to, so a restart keeps what the server said before it.
         let log = std::fs::OpenOptions::new()
@@ -147,16 +152,22 @@ impl EmbeddedTemporal {
             .stderr(log)
             .kill_on_drop(true);
         // The dev server must not outlive the harness, even when the harness is SIGKILLed.
+        use std::os::fd::AsRawFd;
+        let lock_fd = lock.as_raw_fd();
         #[cfg(target_os = "linux")]
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                // The server inherits the lock (this runs in the child only).
+                libc::fcntl(lock_fd, libc::F_SETFD, 0);
                 Ok(())
             });
         }
         let child = cmd.spawn().map_err(|e| start_err(e.to_string()))?;
+        // The server holds the lock now; this process lets go of its copy.
+        drop(lock);
         let address = format!("http://127.0.0.1:{port}");
-        let mut server = Self { child, address };
+        let mut server = Self { child, address, port };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
@@ -174,6 +185,19 @@ impl EmbeddedTemporal {
                 });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Waits until the server exits; says how.
+    pub async fn wait(&mut self) -> String {
+        match self.child.wait().await {
+            Ok(status) => status.to_string(),
+            Err(e) => format!("cannot wait for it: {e}"),
         }
     }
 
@@ -199,5 +223,33 @@ impl EmbeddedTemporal {
             }
         }
         let _ = self.child.kill().await;
+    }
+}
+
+/// Takes the lock of the database `db_file` (`<db>.lock`), waiting up to 15 s for a server
+/// that still holds it to exit.
+async fn hold_database_lock(db_file: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    let path = db_file.with_extension("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(file);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "another Temporal dev server still runs on {} (it holds {}) after 15 s",
+                db_file.display(),
+                path.display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -1,0 +1,160 @@
+//! Whether Temporal answers, and keeping the embedded dev server alive (issue 13).
+//!
+//! - [`Health`] is what every request checks before it calls Temporal: while Temporal does
+//!   not answer, a send or a cancel fails at once with `Unavailable` and a text that names no
+//!   transport internals, reads fall back to the store, `/_monitor` and `/_ready` say so.
+//! - [`spawn_probe`] asks Temporal a cheap question every second while it answers, and backs
+//!   off (0.25 s doubling to 4 s) while it does not; the SDK's channel reconnects by itself.
+//! - [`Supervisor`] restarts an embedded dev server that died, on the same database and port,
+//!   within about a second; its file lock (`temporal.lock`, held by the server process)
+//!   keeps a second server off the same database.
+
+use crate::temporal_dev::EmbeddedTemporal;
+use a2a_types::{A2AError, ErrorKind};
+use harness_workflow::TaskWorkflow;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use temporalio_client::{Client, WorkflowDescribeOptions};
+
+/// Whether Temporal answers, and why not.
+#[derive(Debug)]
+pub struct Health {
+    up: AtomicBool,
+    why: Mutex<String>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self { up: AtomicBool::new(true), why: Mutex::new(String::new()) }
+    }
+}
+
+impl Health {
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// Why Temporal is down (empty while it is up).
+    pub fn why(&self) -> String {
+        self.why.lock().expect("health").clone()
+    }
+
+    pub(crate) fn set_down(&self, why: impl Into<String>) {
+        let why = why.into();
+        if self.up.swap(false, Ordering::Relaxed) {
+            tracing::error!(why = %why, "Temporal is unreachable: sends fail fast, reads come from the store");
+        }
+        *self.why.lock().expect("health") = why;
+    }
+
+    pub(crate) fn set_up(&self) {
+        if !self.up.swap(true, Ordering::Relaxed) {
+            tracing::warn!("Temporal answers again");
+        }
+        self.why.lock().expect("health").clear();
+    }
+
+    /// The error of a request that needs Temporal while it is down: `Unavailable`, naming
+    /// what to do, never a transport error.
+    pub fn unavailable(&self, what: &str) -> A2AError {
+        let why = self.why();
+        let why = if why.is_empty() { "it does not answer".to_string() } else { why };
+        A2AError::new(
+            ErrorKind::Unavailable,
+            format!("Temporal is unreachable ({why}): {what} was not done; retry in a few seconds"),
+        )
+    }
+
+    /// What `/_monitor` and `/_ready` say of Temporal.
+    pub fn to_json(&self) -> serde_json::Value {
+        if self.is_up() { serde_json::json!({"up": true}) } else { serde_json::json!({"up": false, "why": self.why()}) }
+    }
+}
+
+/// Whether an error of a Temporal call says the server could not be reached (as opposed to
+/// an answer from it).
+pub(crate) fn is_transport_error(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    ["transport error", "tcp connect", "connection refused", "broken pipe", "connection reset", "dns error"]
+        .iter()
+        .any(|needle| t.contains(needle))
+        || (t.contains("unavailable") && !t.contains("refused:"))
+}
+
+/// Asks Temporal a cheap question (describing a workflow that does not exist) until stopped:
+/// every second while it answers, with a growing pause while it does not.
+pub(crate) fn spawn_probe(client: Client, health: Arc<Health>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut pause = Duration::from_millis(250);
+        loop {
+            let handle = client.get_workflow_handle::<TaskWorkflow>("tiny-harness-health-probe");
+            let answer =
+                tokio::time::timeout(Duration::from_secs(2), handle.describe(WorkflowDescribeOptions::default())).await;
+            match answer {
+                Ok(Ok(_)) => health.set_up(),
+                Ok(Err(e)) if !is_transport_error(&format!("{e:?}")) => health.set_up(),
+                Ok(Err(_)) => health.set_down("no connection to the server"),
+                Err(_) => health.set_down("no answer within 2 s"),
+            }
+            if health.is_up() {
+                pause = Duration::from_millis(250);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            } else {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(4));
+            }
+        }
+    })
+}
+
+/// The embedded dev server under watch: restarted when it dies, stopped on request.
+pub(crate) struct Supervisor {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Supervisor {
+    /// Watches `server` (started from `cli` on `db`).
+    pub(crate) fn spawn(cli: PathBuf, db: PathBuf, mut server: EmbeddedTemporal, health: Arc<Health>) -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            loop {
+                let status = tokio::select! {
+                    status = server.wait() => status,
+                    _ = &mut stopped => {
+                        server.stop().await;
+                        return;
+                    }
+                };
+                health.set_down(format!("the embedded Temporal server exited ({status}); restarting it"));
+                let mut pause = Duration::from_millis(200);
+                server = loop {
+                    match EmbeddedTemporal::start_on(&cli, &db, server.port()).await {
+                        Ok(s) => break s,
+                        Err(e) => {
+                            health.set_down(format!("the embedded Temporal server does not start again: {e}"));
+                            tokio::select! {
+                                _ = tokio::time::sleep(pause) => {}
+                                _ = &mut stopped => return,
+                            }
+                            pause = (pause * 2).min(Duration::from_secs(5));
+                        }
+                    }
+                };
+                tracing::warn!(address = %server.address, "restarted the embedded Temporal server on the same database");
+            }
+        });
+        Self { stop: Some(stop), task }
+    }
+
+    /// Stops the server (SIGTERM, then SIGKILL after 10 s) and the watch.
+    pub(crate) async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(15), &mut self.task).await;
+    }
+}
