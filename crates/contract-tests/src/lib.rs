@@ -46,8 +46,12 @@ fn start_private_dev_server() -> String {
     rx.recv_timeout(Duration::from_secs(120)).expect("the dev server did not start")
 }
 
-/// The `tiny-harness` binary built next to this test.
+/// The `tiny-harness` binary built next to this test (or `TINY_HARNESS_BIN`, e.g. a copy
+/// a long chaos run uses while the tree is rebuilt).
 pub fn harness_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("TINY_HARNESS_BIN").filter(|b| !b.is_empty()) {
+        return PathBuf::from(bin);
+    }
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let bin = dir.join("tiny-harness");
@@ -483,4 +487,48 @@ pub fn state(event: &Value) -> Option<&str> {
 /// The task id of a stream's first (Task) event.
 pub fn task_id(events: &[Value]) -> String {
     events[0]["task"]["id"].as_str().expect("first event is a Task").to_string()
+}
+
+/// A Temporal dev server of the test's own, which it kills (SIGKILL) and starts again on
+/// the same database and port, as `dev` does when the harness dies with it.
+pub struct OwnTemporal {
+    cli: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    server: tiny_harness::temporal_dev::EmbeddedTemporal,
+}
+
+impl OwnTemporal {
+    pub async fn start() -> Self {
+        let cli = tiny_harness::temporal_dev::find_or_provision_cli(None).await.expect("temporal CLI");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = tiny_harness::temporal_dev::free_port();
+        let server = tiny_harness::temporal_dev::EmbeddedTemporal::start_on(&cli, &dir.path().join("t.db"), port)
+            .await
+            .expect("dev server");
+        Self { cli, dir, port, server }
+    }
+
+    pub fn address(&self) -> String {
+        self.server.address.clone()
+    }
+
+    /// SIGKILL, and nothing more.
+    pub async fn kill(&mut self) {
+        self.server.kill().await;
+    }
+
+    /// A new server on the same database and port (after [`OwnTemporal::kill`]).
+    pub async fn start_again(&mut self) {
+        self.server =
+            tiny_harness::temporal_dev::EmbeddedTemporal::start_on(&self.cli, &self.dir.path().join("t.db"), self.port)
+                .await
+                .expect("dev server");
+    }
+
+    /// SIGKILL, then a new server on the same database and port.
+    pub async fn crash_and_restart(&mut self) {
+        self.kill().await;
+        self.start_again().await;
+    }
 }

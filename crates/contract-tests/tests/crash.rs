@@ -3,7 +3,7 @@
 //! and afterwards every invariant a user relies on is checked against the store and the
 //! workflow. `cargo xtask chaos --minutes N` runs the random part for N minutes.
 
-use contract_tests::{HarnessOptions, HarnessProcess, user_text};
+use contract_tests::{HarnessOptions, HarnessProcess, OwnTemporal, user_text};
 use harness_workflow::TaskWorkflow;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -13,39 +13,6 @@ use std::time::{Duration, Instant};
 use temporalio_client::{WorkflowQueryOptions, WorkflowTerminateOptions};
 
 const FAULT: &str = "TINY_HARNESS_FAULT_EMIT_DELAY_MS";
-
-/// A Temporal dev server of the test's own, which it kills (SIGKILL) and starts again on
-/// the same database and port, as `dev` does when the harness dies with it.
-struct OwnTemporal {
-    cli: std::path::PathBuf,
-    dir: tempfile::TempDir,
-    port: u16,
-    server: tiny_harness::temporal_dev::EmbeddedTemporal,
-}
-
-impl OwnTemporal {
-    async fn start() -> Self {
-        let cli = tiny_harness::temporal_dev::find_or_provision_cli(None).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let port = tiny_harness::temporal_dev::free_port();
-        let server =
-            tiny_harness::temporal_dev::EmbeddedTemporal::start_on(&cli, &dir.path().join("t.db"), port).await.unwrap();
-        Self { cli, dir, port, server }
-    }
-
-    fn address(&self) -> String {
-        self.server.address.clone()
-    }
-
-    /// SIGKILL, then a new server on the same database and port.
-    async fn crash_and_restart(&mut self) {
-        self.server.kill().await;
-        self.server =
-            tiny_harness::temporal_dev::EmbeddedTemporal::start_on(&self.cli, &self.dir.path().join("t.db"), self.port)
-                .await
-                .unwrap();
-    }
-}
 
 /// The reply text of a blocking SendMessage answer.
 fn reply_of(answer: &Value) -> String {

@@ -4,7 +4,7 @@
 //! say so), and the caps a peer meets (unfinished request heads and bodies are cut off,
 //! connections are capped).
 
-use contract_tests::{HarnessOptions, HarnessProcess, state, user_text};
+use contract_tests::{HarnessOptions, HarnessProcess, OwnTemporal, state, user_text};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -189,4 +189,25 @@ async fn unfinished_requests_are_cut_off_and_connections_are_capped() {
     assert!(read.is_ok(), "the unfinished body was not cut off: {read:?}");
     let text = String::from_utf8_lossy(&buf);
     assert!(text.is_empty() || text.starts_with("HTTP/1.1 4"), "{text}");
+}
+
+/// `serve` on a remote Temporal that goes away and comes back at the same address: `/_ready`
+/// says so, sends fail cleanly meanwhile, and the harness (never restarted) reconnects.
+#[tokio::test]
+async fn serve_reconnects_to_a_remote_temporal_that_comes_back() {
+    let mut temporal = OwnTemporal::start().await;
+    let h = HarnessProcess::start(HarnessOptions { temporal: Some(temporal.address()), ..Default::default() }).await;
+    let c = h.client();
+    let a = c.send(user_text("before"), json!({})).await;
+    let task_id = a["result"]["task"]["id"].as_str().unwrap().to_string();
+    temporal.kill().await;
+    let down = ready_becomes(&h, 503, 30).await;
+    assert_eq!(down["temporal"]["up"], false, "{down}");
+    let mut next = user_text("after");
+    next["taskId"] = json!(task_id);
+    clean_unavailable(&c.send(next.clone(), json!({})).await);
+    temporal.start_again().await;
+    ready_becomes(&h, 200, 30).await;
+    let answer = c.send(next, json!({})).await;
+    assert_eq!(answer["result"]["task"]["status"]["message"]["parts"][0]["text"], "echo: after", "{answer}");
 }

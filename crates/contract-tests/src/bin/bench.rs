@@ -276,12 +276,20 @@ fn cpu_secs(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
 fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })
@@ -416,6 +424,48 @@ async fn main() -> anyhow::Result<()> {
     let rate = |n: u64| n as f64 / measured;
     let (raw, raw_uws, raw_turn, harness_rate) = (rate(raw_n), rate(uws_n), rate(turn_n), rate(harness_n));
     let rss = peak_rss_kib(harness.id());
+
+    // Issue 13: what parked tasks cost the harness, idle and after a restart (the
+    // reconciler's pass over them included), and with the monitor reading the store.
+    let parked = arg("--parked", 1000) as usize;
+    eprintln!("bench: opening {parked} parked tasks");
+    let opened: Vec<String> = futures::stream::iter(0..parked)
+        .map(|i| {
+            let (http, base) = (http.clone(), base.clone());
+            async move {
+                let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                    "params": {"message": {"messageId": format!("parked-{i}"), "role": "ROLE_USER", "parts": [{"text": "park"}]}}});
+                let r: serde_json::Value =
+                    http.post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0").json(&body).send().await.ok()?.json().await.ok()?;
+                r["result"]["task"]["id"].as_str().map(String::from)
+            }
+        })
+        .buffer_unordered(16)
+        .filter_map(|id| async move { id })
+        .collect()
+        .await;
+    let idle = |pid: u32| async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let before = cpu_secs(pid);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        ((cpu_secs(pid) - before) * 100.0 / 5.0, rss_kib(pid))
+    };
+    let (cpu_parked, rss_parked) = idle(harness.id()).await;
+    let _ = harness.kill();
+    let _ = harness.wait();
+    let mut harness = std::process::Command::new(&bin)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path().join("harness"))
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    while http.get(format!("{base}/.well-known/agent-card.json")).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The reconciler asks each open task once after a start: let it finish first.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let (cpu_restarted, rss_restarted) = idle(harness.id()).await;
     let _ = harness.kill();
     let _ = harness.wait();
     stop_worker();
@@ -461,6 +511,18 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("| harness messages/s, 16 tasks | {harness_rate:.0} /s | {:.2}x raw | >= 0.8x |", harness_rate / raw);
     println!("| harness peak RSS | {:.1} MiB | | |", rss as f64 / 1024.0);
+    println!(
+        "| harness RSS with {} parked tasks: idle / after a SIGKILL and restart | {:.1} / {:.1} MiB | | |",
+        opened.len(),
+        rss_parked as f64 / 1024.0,
+        rss_restarted as f64 / 1024.0
+    );
+    println!(
+        "| harness CPU idle with {} parked tasks: before / after the restart | {:.1} / {:.1} % of a core | | |",
+        opened.len(),
+        cpu_parked,
+        cpu_restarted
+    );
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let busy = |c: (f64, f64, f64)| (c.0 + c.1 + c.2) * 100.0 / (measured * cores as f64);
     let per_turn = |c: f64| c * 1000.0 / turn_n.max(1) as f64;
