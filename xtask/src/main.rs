@@ -40,6 +40,15 @@ fn run(mut cmd: Command) -> Result<()> {
     Ok(())
 }
 
+/// `cargo build -p harness-cli`: the binary the black-box tests run.
+fn build_harness() -> Result<()> {
+    run({
+        let mut c = cargo();
+        c.args(["build", "-p", "harness-cli"]);
+        c
+    })
+}
+
 fn has_nextest() -> bool {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["nextest", "--version"])
@@ -167,11 +176,7 @@ fn is_root() -> bool {
 }
 
 async fn test(extra: &[String]) -> Result<()> {
-    run({
-        let mut c = cargo();
-        c.args(["build", "-p", "harness-cli"]);
-        c
-    })?;
+    build_harness()?;
     let python = interop_venv()?;
     // D2: a Postgres for the store's tests, unless one is given.
     let (postgres, postgres_url) = match std::env::var("TINY_HARNESS_TEST_POSTGRES") {
@@ -216,11 +221,7 @@ fn chaos(extra: &[String]) -> Result<()> {
     }
     minutes.parse::<f64>().with_context(|| format!("--minutes `{minutes}` is not a number"))?;
     conversations.parse::<usize>().with_context(|| format!("--conversations `{conversations}` is not a number"))?;
-    run({
-        let mut c = cargo();
-        c.args(["build", "-p", "harness-cli"]);
-        c
-    })?;
+    build_harness()?;
     run({
         let mut c = cargo();
         c.args(["test", "-p", "contract-tests", "--test", "crash", "--", "--nocapture", "chaos_"])
@@ -231,11 +232,7 @@ fn chaos(extra: &[String]) -> Result<()> {
 }
 
 fn histories() -> Result<()> {
-    run({
-        let mut c = cargo();
-        c.args(["build", "-p", "harness-cli"]);
-        c
-    })?;
+    build_harness()?;
     run({
         let mut c = cargo();
         c.args(["test", "-p", "contract-tests", "--test", "record_histories", "--", "--ignored"]);

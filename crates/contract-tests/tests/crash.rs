@@ -303,12 +303,17 @@ async fn a_retried_message_gets_its_first_answer_and_never_a_second_turn() {
     let x = c.send(next.clone(), json!({})).await;
     let y = c.send(next.clone(), json!({})).await;
     assert_eq!((reply_of(&x), reply_of(&y)), ("echo: again".to_string(), "echo: again".to_string()), "{y}");
-    // A retried first message answers with the task as it is now, once.
+    // After a later turn, a retry still gets its own answer; so does a retried first message.
+    let mut third = user_text("third");
+    third["taskId"] = json!(task_id);
+    assert_eq!(reply_of(&c.send(third, json!({})).await), "echo: third");
+    assert_eq!(reply_of(&c.send(next.clone(), json!({})).await), "echo: again");
     let z = c.send(first.clone(), json!({})).await;
     assert_eq!(z["result"]["task"]["id"], json!(task_id));
+    assert_eq!(reply_of(&z), "echo: hello", "{z}");
     let store = h.store().await;
     let texts: Vec<String> = store.history(&task_id, i64::MAX, None).await.unwrap().iter().map(|m| m.text()).collect();
-    assert_eq!(texts, vec!["hello", "echo: hello", "again", "echo: again"], "no second turn");
+    assert_eq!(texts, vec!["hello", "echo: hello", "again", "echo: again", "third", "echo: third"], "no second turn");
     assert_eq!(store.task_ids().await.unwrap(), vec![task_id.clone()], "no second task");
     // A streamed retry replays the first answer too.
     let events = c.stream_message(next.clone()).await;

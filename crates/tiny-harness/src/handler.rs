@@ -315,7 +315,9 @@ impl HarnessHandler {
             if let Some(prior) = self.store.prior_message(&task_id, &message.message_id).await.map_err(store_error)?
                 && prior.accepted()
             {
-                same_message(&prior, &message)?;
+                if let Err(e) = same_message(&prior, &message) {
+                    return Err(self.refuse(&request_id, &task_id, &message, e).await);
+                }
                 if before.is_none() {
                     before = self.row(&task_id, None).await?.map(|r| r.task);
                 }
@@ -372,7 +374,9 @@ impl HarnessHandler {
                 .map_err(store_error)?;
             if let Some(prior) = prior {
                 // A retried first message: the task its first attempt opened.
-                same_message(&prior, &message)?;
+                if let Err(e) = same_message(&prior, &message) {
+                    return Err(self.refuse(&request_id, &prior.task_id, &message, e).await);
+                }
                 let first: Message = serde_json::from_str(&prior.body).map_err(|e| {
                     A2AError::internal(format!(
                         "the audited first message of task {} is unreadable: {e}",
@@ -524,10 +528,25 @@ impl HarnessHandler {
         mut events: EventStream,
         history_length: Option<i32>,
     ) -> Result<Task, A2AError> {
+        let mut last_status = None;
         while let Some(event) = events.next().await {
-            event?;
+            match event? {
+                StreamResponse::StatusUpdate(u) => last_status = Some(u.status),
+                StreamResponse::Task(t) => last_status = Some(t.status),
+                _ => {}
+            }
         }
-        self.row(task_id, history_length).await?.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id))
+        let mut task = self
+            .row(task_id, history_length)
+            .await?
+            .map(|r| r.task)
+            .ok_or_else(|| A2AError::task_not_found(task_id))?;
+        // The answer's status is the one the stream ended at: a retried message's own final
+        // status, even when later turns have run since.
+        if let Some(status) = last_status {
+            task.status = status;
+        }
+        Ok(task)
     }
 
     /// The task right after a message was accepted: the receipt's snapshot when the message

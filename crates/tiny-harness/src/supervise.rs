@@ -3,8 +3,9 @@
 //! - [`Health`] is what every request checks before it calls Temporal: while Temporal does
 //!   not answer, a send or a cancel fails at once with `Unavailable` and a text that names no
 //!   transport internals, reads fall back to the store, `/_monitor` and `/_ready` say so.
-//! - [`spawn_probe`] asks Temporal a cheap question every second while it answers, and backs
-//!   off (0.25 s doubling to 4 s) while it does not; the SDK's channel reconnects by itself.
+//! - [`spawn_probe`] asks Temporal a cheap question every second while it answers (two
+//!   misses in a row, of 3 s each at most, mean down), and backs off (0.25 s doubling to 4 s)
+//!   while it does not; the SDK's channel reconnects by itself.
 //! - [`Supervisor`] restarts an embedded dev server that died, on the same database and port,
 //!   within about a second; its file lock (`temporal.lock`, held by the server process)
 //!   keeps a second server off the same database.
@@ -85,19 +86,33 @@ pub(crate) fn is_transport_error(text: &str) -> bool {
 }
 
 /// Asks Temporal a cheap question (describing a workflow that does not exist) until stopped:
-/// every second while it answers, with a growing pause while it does not.
+/// every second while it answers, with a growing pause after a miss.
 pub(crate) fn spawn_probe(client: Client, health: Arc<Health>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut pause = Duration::from_millis(250);
+        // One slow answer on a busy machine is not an outage: two misses in a row are.
+        let mut missed = 0;
         loop {
             let handle = client.get_workflow_handle::<TaskWorkflow>("tiny-harness-health-probe");
             let answer =
-                tokio::time::timeout(Duration::from_secs(2), handle.describe(WorkflowDescribeOptions::default())).await;
-            match answer {
-                Ok(Ok(_)) => health.set_up(),
-                Ok(Err(e)) if !is_transport_error(&format!("{e:?}")) => health.set_up(),
-                Ok(Err(_)) => health.set_down("no connection to the server"),
-                Err(_) => health.set_down("no answer within 2 s"),
+                tokio::time::timeout(Duration::from_secs(3), handle.describe(WorkflowDescribeOptions::default())).await;
+            let miss = match answer {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) if !is_transport_error(&format!("{e:?}")) => None,
+                Ok(Err(_)) => Some("no connection to the server"),
+                Err(_) => Some("no answer within 3 s"),
+            };
+            match miss {
+                None => {
+                    missed = 0;
+                    health.set_up();
+                }
+                Some(why) => {
+                    missed += 1;
+                    if missed >= 2 {
+                        health.set_down(why);
+                    }
+                }
             }
             if health.is_up() {
                 pause = Duration::from_millis(250);

@@ -276,6 +276,27 @@ fn cpu_secs(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// Starts `tiny-harness serve` and waits until it serves its card.
+async fn start_harness(
+    http: &reqwest::Client,
+    bin: &str,
+    config: &std::path::Path,
+    data_dir: &std::path::Path,
+    base: &str,
+) -> anyhow::Result<std::process::Child> {
+    let child = std::process::Command::new(bin)
+        .args(["serve", "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    while http.get(format!("{base}/.well-known/agent-card.json")).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(child)
+}
+
 fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")
 }
@@ -331,18 +352,10 @@ async fn main() -> anyhow::Result<()> {
             server.address
         ),
     )?;
-    let mut harness = std::process::Command::new(&bin)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.path().join("harness"))
-        .stdout(std::process::Stdio::null())
-        .spawn()?;
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    while http.get(format!("{base}/.well-known/agent-card.json")).send().await.is_err() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let data_dir = dir.path().join("harness");
+    let mut harness = start_harness(&http, &bin, &config, &data_dir, &base).await?;
 
     eprintln!("bench: latency, {samples} rounds of floor / streaming / blocking, taken in turns");
     let (mut floor, mut firsts, mut finals, mut blocking) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -453,16 +466,7 @@ async fn main() -> anyhow::Result<()> {
     let (cpu_parked, rss_parked) = idle(harness.id()).await;
     let _ = harness.kill();
     let _ = harness.wait();
-    let mut harness = std::process::Command::new(&bin)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.path().join("harness"))
-        .stdout(std::process::Stdio::null())
-        .spawn()?;
-    while http.get(format!("{base}/.well-known/agent-card.json")).send().await.is_err() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut harness = start_harness(&http, &bin, &config, &data_dir, &base).await?;
     // The reconciler asks each open task once after a start: let it finish first.
     tokio::time::sleep(Duration::from_secs(20)).await;
     let (cpu_restarted, rss_restarted) = idle(harness.id()).await;
