@@ -589,19 +589,6 @@ impl Store {
         row.map(|r| r.try_get("task_queue")).transpose().map_err(Into::into)
     }
 
-    /// Tasks of a queue whose log has not ended, newest first (at most 1000).
-    pub async fn open_task_ids(&self, task_queue: &str) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT task_id FROM tasks WHERE task_queue = $1 AND state NOT IN \
-             ('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED') \
-             ORDER BY status_ts DESC LIMIT 1000",
-        )
-        .bind(task_queue)
-        .fetch_all(self.reads())
-        .await?;
-        rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
-    }
-
     /// The tasks of a queue whose log has not ended, newest status first (at most 1000), with
     /// their state, substate (the status extension's, from the stored head) and how many
     /// messages their senders sent (turns taken, for a parked task): what `/_monitor` shows
@@ -639,6 +626,36 @@ impl Store {
             .collect()
     }
 
+    /// Open tasks of a queue whose row changed within `window` before the queue's newest
+    /// change (at most 1000, newest first): the only ones a crash can have left an
+    /// uncommitted tail on, since a workflow task appends only while it runs (the reconciler,
+    /// docs/event-log.md).
+    pub async fn recently_changed_open_tasks(
+        &self,
+        task_queue: &str,
+        window: std::time::Duration,
+    ) -> Result<Vec<String>, StoreError> {
+        let newest = sqlx::query("SELECT MAX(updated_at) AS newest FROM tasks WHERE task_queue = $1")
+            .bind(task_queue)
+            .fetch_one(self.reads())
+            .await?;
+        let Some(newest) = newest.try_get::<Option<String>, _>("newest")? else { return Ok(Vec::new()) };
+        let since = chrono::DateTime::parse_from_rfc3339(&newest)
+            .map(|t| t.with_timezone(&chrono::Utc) - chrono::Duration::from_std(window).unwrap_or_default())
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_default();
+        let rows = sqlx::query(
+            "SELECT task_id FROM tasks WHERE task_queue = $1 AND updated_at >= $2 AND snapshot <> '' AND state NOT IN \
+             ('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED') \
+             ORDER BY updated_at DESC LIMIT 1000",
+        )
+        .bind(task_queue)
+        .bind(since)
+        .fetch_all(self.reads())
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
+    }
+
     /// Ids of every task whose log has begun.
     pub async fn task_ids(&self) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query("SELECT task_id FROM tasks ORDER BY task_id").fetch_all(self.reads()).await?;
@@ -650,6 +667,7 @@ impl Store {
 mod tests {
     use super::*;
     use a2a_types::{TaskStatus, TaskStatusUpdateEvent};
+    use std::time::Duration;
 
     fn status(task_id: &str, state: TaskState) -> StreamResponse {
         StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
@@ -707,6 +725,7 @@ mod tests {
     on_both!(snapshots_stored_whole_by_an_older_version_are_split_once, split_chore);
     on_both!(an_event_that_replaces_an_uncommitted_one_cuts_the_log_and_its_rows_back, replaces_uncommitted);
     on_both!(a_reconciler_cuts_back_only_a_log_still_as_it_read_it, cut_back_when_unchanged);
+    on_both!(the_reconciler_looks_at_open_tasks_that_changed_last, recently_changed);
     on_both!(a_retried_first_message_finds_the_task_its_first_attempt_opened, retried_first_message);
 
     fn message(id: &str) -> a2a_types::Message {
@@ -1181,5 +1200,24 @@ mod tests {
         assert!(row.body.len() < 2 * crate::REFUSED_EXCERPT, "{}", row.body.len());
         assert_eq!(body["bytes"].as_u64(), Some(serde_json::to_string(&big).unwrap().len() as u64));
         assert_eq!(body["sha256"].as_str().map(str::len), Some(64));
+    }
+
+    async fn recently_changed(store: Store) {
+        let opened = |t: &str| {
+            let mut e = new(t, "wf-1", status(t, TaskState::InputRequired));
+            e.snapshot = Some(Task { id: t.into(), context_id: "c".into(), ..Default::default() });
+            e
+        };
+        assert!(store.recently_changed_open_tasks("q", Duration::from_secs(60)).await.unwrap().is_empty());
+        store.append(&opened("old")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        store.append(&opened("ended")).await.unwrap();
+        store.append(&new("ended", "wf-2", status("ended", TaskState::Completed))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        store.append(&opened("new")).await.unwrap();
+        let recent = |secs| store.recently_changed_open_tasks("q", Duration::from_secs(secs));
+        assert_eq!(recent(0).await.unwrap(), vec!["new"]);
+        assert_eq!(recent(60).await.unwrap(), vec!["new", "old"], "an ended task is not looked at");
+        assert!(store.recently_changed_open_tasks("other", Duration::from_secs(60)).await.unwrap().is_empty());
     }
 }

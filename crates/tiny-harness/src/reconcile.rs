@@ -10,8 +10,9 @@
 //!   limit, or by an operator) is ended FAILED in the store, naming why, so every later
 //!   message is refused naming that state instead of failing forever.
 //!
-//! It runs when the harness starts (in the background, a few tasks at a time), and a send
-//! that finds a task's run closed uses [`ended_run`] at once.
+//! It runs when the harness starts (in the background, a few tasks at a time) over the open
+//! tasks that changed within two minutes of the queue's newest change (where a crash can
+//! have left a tail), and a send that finds a task's run closed uses [`ended_run`] at once.
 
 use crate::handler::HarnessHandler;
 use a2a_types::{Message, StreamResponse, TaskState, TaskStatus, TaskStatusUpdateEvent};
@@ -50,9 +51,15 @@ pub(crate) fn spawn(handler: Arc<HarnessHandler>) -> tokio::task::JoinHandle<()>
     })
 }
 
-/// Reconciles every open task of this agent's queue (the newest 1000).
+/// How long before the queue's newest change a task's row must have changed to be looked
+/// at: a workflow task appends only while it runs (10 s at most before Temporal retries it),
+/// so an uncommitted tail is among the tasks that changed last before a crash.
+const RECENT: Duration = Duration::from_secs(120);
+
+/// Reconciles the open tasks of this agent's queue that changed shortly before its newest
+/// change (at most 1000).
 pub(crate) async fn reconcile(handler: &HarnessHandler) -> Result<Reconciled, harness_store::StoreError> {
-    let ids = handler.store.open_task_ids(&handler.task_queue).await?;
+    let ids = handler.store.recently_changed_open_tasks(&handler.task_queue, RECENT).await?;
     let outcomes =
         futures::stream::iter(ids).map(|id| async move { one(handler, &id).await }).buffer_unordered(AT_ONCE);
     let outcomes: Vec<Outcome> = outcomes.collect().await;
