@@ -125,9 +125,16 @@ impl Pusher {
     }
 
     /// Resumes what the outbox holds when started, then again every half lease.
-    pub fn spawn_sweeper(self: &Arc<Self>, task_queue: String) -> tokio::task::JoinHandle<()> {
+    /// The first sweep waits for `first` (the harness's reconciler: a delivery a crashed
+    /// workflow task queued may be cut from the outbox by it, docs/event-log.md).
+    pub fn spawn_sweeper(
+        self: &Arc<Self>,
+        task_queue: String,
+        first: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
+            first.await;
             let mut starting = true;
             loop {
                 match this.resume(&task_queue, starting).await {

@@ -235,7 +235,15 @@ impl Harness {
         }
         let pusher = push_key.map(|key| Pusher::new(store.clone(), key, DeliveryPolicy::default()));
         // S14: deliveries a stopped or killed process left in the outbox.
-        let push_sweeper = pusher.as_ref().map(|p| p.spawn_sweeper(config.temporal.task_queue.clone()));
+        // Its first sweep waits for the reconciler (at most a minute): what a crashed workflow
+        // task put in the outbox may be cut from it first.
+        let (reconciled, reconciled_rx) = tokio::sync::oneshot::channel::<()>();
+        let push_sweeper = pusher.as_ref().map(|p| {
+            let first = async move {
+                let _ = tokio::time::timeout(Duration::from_secs(60), reconciled_rx).await;
+            };
+            p.spawn_sweeper(config.temporal.task_queue.clone(), first)
+        });
         let activities = Activities::new(store.clone(), models, pusher.clone());
         let (worker_shutdown, worker_task) = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
@@ -280,7 +288,12 @@ impl Harness {
             )
         });
         // After a crash: the store says what Temporal committed (docs/event-log.md).
-        let reconciler = config.temporal.worker.then(|| crate::reconcile::spawn(handler.clone()));
+        let reconciler = if config.temporal.worker {
+            Some(crate::reconcile::spawn(handler.clone(), reconciled))
+        } else {
+            let _ = reconciled.send(());
+            None
+        };
         *self.inner.handler.write().expect("handler slot") = Some(handler);
         *running = Some(Running {
             worker_shutdown,

@@ -38,9 +38,13 @@ pub struct Reconciled {
     pub unanswered: usize,
 }
 
-/// Starts the reconciler in the background.
-pub(crate) fn spawn(handler: Arc<HarnessHandler>) -> tokio::task::JoinHandle<()> {
+/// Starts the reconciler in the background; `done` is told when it has finished.
+pub(crate) fn spawn(
+    handler: Arc<HarnessHandler>,
+    done: tokio::sync::oneshot::Sender<()>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let _done = DoneOnDrop(Some(done));
         match reconcile(&handler).await {
             Ok(done) if done.cut_back + done.ended + done.unanswered > 0 => {
                 tracing::warn!(?done, "reconciled the store with Temporal after a restart")
@@ -55,6 +59,17 @@ pub(crate) fn spawn(handler: Arc<HarnessHandler>) -> tokio::task::JoinHandle<()>
 /// at: a workflow task appends only while it runs (10 s at most before Temporal retries it),
 /// so an uncommitted tail is among the tasks that changed last before a crash.
 const RECENT: Duration = Duration::from_secs(120);
+
+/// Tells the push sweeper the reconciler finished, however it ends.
+struct DoneOnDrop(Option<tokio::sync::oneshot::Sender<()>>);
+
+impl Drop for DoneOnDrop {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            let _ = done.send(());
+        }
+    }
+}
 
 /// Reconciles the open tasks of this agent's queue that changed shortly before its newest
 /// change (at most 1000).
