@@ -420,6 +420,14 @@ async fn chaos_kills_under_concurrent_conversations_break_no_invariant() {
     for c in &seen {
         why.extend(check(&h, c, Duration::from_secs(60)).await);
     }
+    let log = h.log();
+    eprintln!(
+        "chaos: the harness logged {} workers started again after an SDK panic, {} logs cut back by the reconciler, {} \
+         reconciler passes that changed something",
+        log.matches("starting a new one").count(),
+        log.matches("cut back events a crashed workflow task").count(),
+        log.matches("reconciled the store with Temporal").count(),
+    );
     eprintln!(
         "chaos: {kills} kills of the harness ({} with Temporal), {conversations} conversations, {acked} acknowledged messages, {} violations",
         kills / 2,

@@ -50,8 +50,7 @@ fn models(config: &Config) -> Result<ModelRegistry, crate::ConfigError> {
 
 /// The parts that exist only while the harness runs.
 struct Running {
-    worker_shutdown: Option<Shutdown>,
-    worker_task: Option<std::thread::JoinHandle<()>>,
+    worker: Option<crate::supervise::SupervisedWorker>,
     embedded: Option<crate::supervise::Supervisor>,
     probe: Option<tokio::task::JoinHandle<()>>,
     store: Store,
@@ -245,14 +244,13 @@ impl Harness {
             p.spawn_sweeper(config.temporal.task_queue.clone(), first)
         });
         let activities = Activities::new(store.clone(), models, pusher.clone());
-        let (worker_shutdown, worker_task) = if config.temporal.worker {
+        let worker = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
             let cached = config.temporal.max_cached_workflows;
-            let (shutdown, thread) =
-                spawn_worker_thread(client.clone(), move || task_worker_options(queue, activities, cached)).await?;
-            (Some(shutdown), Some(thread))
+            let options = move || task_worker_options(queue.clone(), activities.clone(), cached);
+            Some(crate::supervise::SupervisedWorker::start(client.clone(), options).await?)
         } else {
-            (None, None)
+            None
         };
 
         let handler = Arc::new(HarnessHandler {
@@ -295,16 +293,8 @@ impl Harness {
             None
         };
         *self.inner.handler.write().expect("handler slot") = Some(handler);
-        *running = Some(Running {
-            worker_shutdown,
-            worker_task,
-            embedded,
-            probe: Some(probe),
-            store,
-            monitor_task,
-            push_sweeper,
-            reconciler,
-        });
+        *running =
+            Some(Running { worker, embedded, probe: Some(probe), store, monitor_task, push_sweeper, reconciler });
         Ok(())
     }
 
@@ -318,12 +308,8 @@ impl Harness {
         for task in tasks.into_iter().flatten() {
             task.abort();
         }
-        if let Some(shutdown) = running.worker_shutdown.take() {
-            shutdown();
-        }
-        if let Some(thread) = running.worker_task.take() {
-            let joined = tokio::task::spawn_blocking(move || thread.join());
-            let _ = tokio::time::timeout(Duration::from_secs(10), joined).await;
+        if let Some(worker) = running.worker.take() {
+            worker.stop().await;
         }
         // Pushes not posted yet stay in the outbox for the next start (S14).
         if let Some(pusher) = handler.as_ref().and_then(|h| h.pusher.as_ref()) {

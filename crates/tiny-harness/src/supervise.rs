@@ -9,6 +9,9 @@
 //! - [`Supervisor`] restarts an embedded dev server that died, on the same database and port,
 //!   within about a second; its file lock (`temporal.lock`, held by the server process)
 //!   keeps a second server off the same database.
+//! - [`SupervisedWorker`] starts a new worker when the running one stops without being asked
+//!   to (temporalio-sdk-core 0.10.1 can panic in its workflow processing thread when a
+//!   query-only task crosses a new workflow task; a debug build then loses its worker).
 
 use crate::temporal_dev::EmbeddedTemporal;
 use a2a_types::{A2AError, ErrorKind};
@@ -171,5 +174,73 @@ impl Supervisor {
             let _ = stop.send(());
         }
         let _ = tokio::time::timeout(Duration::from_secs(15), &mut self.task).await;
+    }
+}
+
+/// The Temporal worker of this process, started again when it stops without being asked to.
+pub(crate) struct SupervisedWorker {
+    stopping: Arc<AtomicBool>,
+    current: Arc<Mutex<Option<crate::Shutdown>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SupervisedWorker {
+    /// Starts a worker built by `options` (called again for each new worker).
+    pub(crate) async fn start(
+        client: Client,
+        options: impl Fn() -> Result<temporalio_sdk::WorkerOptions, String> + Send + Sync + 'static,
+    ) -> Result<Self, crate::HarnessError> {
+        let options = Arc::new(options);
+        let build = {
+            let options = options.clone();
+            move || options()
+        };
+        let (shutdown, thread) = crate::spawn_worker_thread(client.clone(), build).await?;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let current = Arc::new(Mutex::new(Some(shutdown)));
+        let task = tokio::spawn({
+            let (stopping, current) = (stopping.clone(), current.clone());
+            async move {
+                let mut thread = Some(thread);
+                loop {
+                    if let Some(t) = thread.take() {
+                        let _ = tokio::task::spawn_blocking(move || t.join()).await;
+                    }
+                    if stopping.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    tracing::error!("the Temporal worker stopped without being asked to; starting a new one");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if stopping.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let build = {
+                        let options = options.clone();
+                        move || options()
+                    };
+                    match crate::spawn_worker_thread(client.clone(), build).await {
+                        Ok((shutdown, t)) => {
+                            *current.lock().expect("worker") = Some(shutdown);
+                            thread = Some(t);
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "could not start a new Temporal worker; trying again");
+                            tokio::time::sleep(Duration::from_secs(4)).await;
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Self { stopping, current, task })
+    }
+
+    /// Stops the worker (letting running activities finish for a few seconds) and the watch.
+    pub(crate) async fn stop(mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        let shutdown = self.current.lock().expect("worker").take();
+        if let Some(shutdown) = shutdown {
+            shutdown();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
     }
 }

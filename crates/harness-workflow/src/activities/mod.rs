@@ -12,6 +12,7 @@ use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
 /// What the activities need: the store, the model providers and push delivery.
+#[derive(Clone)]
 pub struct Activities {
     pub store: Store,
     pub models: ModelRegistry,
