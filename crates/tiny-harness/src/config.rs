@@ -85,7 +85,7 @@ pub struct ServerSection {
     /// Connections served at once by `serve`/`dev`; more wait in the listen backlog.
     pub max_connections: usize,
     /// A connection that has not sent a whole request head this long after it opened (or
-    /// after its previous request) is closed.
+    /// after its previous response: an idle keep-alive connection too) is closed.
     pub header_read_timeout_secs: u64,
     /// A request body that sends nothing for this long is cut off (408-like 400).
     pub body_read_timeout_secs: u64,
@@ -104,7 +104,7 @@ impl Default for ServerSection {
             ui_dir: None,
             monitor_interval_secs: 5,
             max_connections: 1024,
-            header_read_timeout_secs: 10,
+            header_read_timeout_secs: 30,
             body_read_timeout_secs: 30,
         }
     }
