@@ -14,6 +14,16 @@ use temporalio_client::{WorkflowQueryOptions, WorkflowTerminateOptions};
 
 const FAULT: &str = "TINY_HARNESS_FAULT_EMIT_DELAY_MS";
 
+/// A harness on a Temporal server of the test's own, each `emit_event` waiting `ms` after
+/// its append, so a kill lands inside the workflow task that appended.
+async fn slow_harness(ms: u64) -> (OwnTemporal, HarnessProcess) {
+    let temporal = OwnTemporal::start().await;
+    let env = vec![(FAULT.to_string(), ms.to_string())];
+    let h =
+        HarnessProcess::start(HarnessOptions { env, temporal: Some(temporal.address()), ..Default::default() }).await;
+    (temporal, h)
+}
+
 /// The reply text of a blocking SendMessage answer.
 fn reply_of(answer: &Value) -> String {
     answer["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string()
@@ -199,11 +209,7 @@ async fn sqlx_last_seq(store: &harness_store::Store, task: &str) -> i64 {
 /// answered `echo: original 1`.)
 #[tokio::test]
 async fn a_first_message_whose_workflow_task_dies_is_answered_once_and_a_follow_up_gets_its_own_reply() {
-    let slow = vec![(FAULT.to_string(), "1500".to_string())];
-    let mut temporal = OwnTemporal::start().await;
-    let mut h =
-        HarnessProcess::start(HarnessOptions { env: slow, temporal: Some(temporal.address()), ..Default::default() })
-            .await;
+    let (mut temporal, mut h) = slow_harness(1500).await;
     let first = user_text("original 1");
     let base = h.base_url.clone();
     let sent = first.clone();
@@ -245,11 +251,7 @@ async fn a_first_message_whose_workflow_task_dies_is_answered_once_and_a_follow_
 /// runs the turn again and its events replace the dead ones.
 #[tokio::test]
 async fn a_follow_up_whose_workflow_task_dies_leaves_the_store_agreeing_with_the_workflow() {
-    let slow = vec![(FAULT.to_string(), "1000".to_string())];
-    let mut temporal = OwnTemporal::start().await;
-    let mut h =
-        HarnessProcess::start(HarnessOptions { env: slow, temporal: Some(temporal.address()), ..Default::default() })
-            .await;
+    let (mut temporal, mut h) = slow_harness(1000).await;
     let deadline = Instant::now() + Duration::from_secs(90);
     let first = user_text("one");
     let answer = send_until_answered(&h.base_url, &first, deadline).await.unwrap();
@@ -381,10 +383,7 @@ async fn chaos_kills_under_concurrent_conversations_break_no_invariant() {
     let minutes: f64 = std::env::var("TINY_HARNESS_CHAOS_MINUTES").ok().and_then(|m| m.parse().ok()).unwrap_or(0.0);
     let conversations: usize =
         std::env::var("TINY_HARNESS_CHAOS_CONVERSATIONS").ok().and_then(|m| m.parse().ok()).unwrap_or(4);
-    let slow = vec![(FAULT.to_string(), "120".to_string())];
-    let mut temporal = OwnTemporal::start().await;
-    let options = HarnessOptions { env: slow.clone(), temporal: Some(temporal.address()), ..Default::default() };
-    let mut h = HarnessProcess::start(options).await;
+    let (mut temporal, mut h) = slow_harness(120).await;
     let run_until = Instant::now() + Duration::from_secs_f64(minutes * 60.0);
     let stop = Arc::new(AtomicBool::new(false));
     let give_up = Instant::now() + Duration::from_secs_f64(minutes * 60.0 + 240.0);
@@ -406,7 +405,7 @@ async fn chaos_kills_under_concurrent_conversations_break_no_invariant() {
             tokio::time::sleep(Duration::from_millis(random(200))).await;
             temporal.crash_and_restart().await;
         }
-        h.restart_with_env(slow.clone()).await;
+        h.restart().await; // the same environment: emits still wait
         kills += 1;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
