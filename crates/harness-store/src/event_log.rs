@@ -135,6 +135,13 @@ macro_rules! update_row {
     };
 }
 
+/// The terminal states (`TaskState::is_terminal`) as an SQL list, for `concat!`.
+macro_rules! terminal_states {
+    () => {
+        "'TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED'"
+    };
+}
+
 /// How many push configs the task $1 has, as `pushes` (a RETURNING column).
 macro_rules! pushes {
     () => {
@@ -146,7 +153,9 @@ macro_rules! pushes {
 /// state) whose log lacks the key $8.
 const FAST_UPDATE: &str = update_row!(
     "last_seq = last_seq + 1 WHERE task_id = $1 \
-     AND state NOT IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED') \
+     AND state NOT IN (",
+    terminal_states!(),
+    ") \
      AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $8) RETURNING last_seq, ",
     pushes!()
 );
@@ -292,8 +301,10 @@ async fn append(
         update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
         if fields.state.is_empty() {
             // A model chunk replaced: the turn is running, whatever the cut-off tail said.
-            sqlx::query(&format!(
-                "UPDATE tasks SET state = 'TASK_STATE_WORKING' WHERE task_id = $1 AND state IN ({TERMINAL})"
+            sqlx::query(concat!(
+                "UPDATE tasks SET state = 'TASK_STATE_WORKING' WHERE task_id = $1 AND state IN (",
+                terminal_states!(),
+                ")"
             ))
             .bind(task_id.as_str())
             .execute(&mut *conn)
@@ -311,9 +322,6 @@ async fn append(
     update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
     fields.write_rest(conn, &task_id, seq, configs).await
 }
-
-/// The terminal states, as an SQL list.
-const TERMINAL: &str = "'TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED'";
 
 /// Cuts a task's log back to before `from`: its events from `from` on, their push
 /// deliveries, and (when the writer said what it knew stored) the history and artifact rows
@@ -594,12 +602,13 @@ impl Store {
     /// messages their senders sent (turns taken, for a parked task): what `/_monitor` shows
     /// without asking Temporal.
     pub async fn open_task_states(&self, task_queue: &str) -> Result<Vec<OpenTask>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT t.task_id, t.state, t.snapshot, (SELECT COUNT(*) FROM task_history h WHERE h.task_id = t.task_id \
              AND h.message LIKE '%\"role\":\"ROLE_USER\"%') AS turns FROM tasks t WHERE t.task_queue = $1 AND t.snapshot <> '' \
-             AND t.state NOT IN ('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED') \
-             ORDER BY t.status_ts DESC LIMIT 1000",
-        )
+             AND t.state NOT IN (",
+            terminal_states!(),
+            ") ORDER BY t.status_ts DESC LIMIT 1000"
+        ))
         .bind(task_queue)
         .fetch_all(self.reads())
         .await?;
@@ -644,11 +653,11 @@ impl Store {
             .map(|t| t.with_timezone(&chrono::Utc) - chrono::Duration::from_std(window).unwrap_or_default())
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
             .unwrap_or_default();
-        let rows = sqlx::query(
-            "SELECT task_id FROM tasks WHERE task_queue = $1 AND updated_at >= $2 AND snapshot <> '' AND state NOT IN \
-             ('TASK_STATE_COMPLETED', 'TASK_STATE_CANCELED', 'TASK_STATE_FAILED', 'TASK_STATE_REJECTED') \
-             ORDER BY updated_at DESC LIMIT 1000",
-        )
+        let rows = sqlx::query(concat!(
+            "SELECT task_id FROM tasks WHERE task_queue = $1 AND updated_at >= $2 AND snapshot <> '' AND state NOT IN (",
+            terminal_states!(),
+            ") ORDER BY updated_at DESC LIMIT 1000"
+        ))
         .bind(task_queue)
         .bind(since)
         .fetch_all(self.reads())

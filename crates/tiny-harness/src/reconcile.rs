@@ -135,8 +135,9 @@ async fn one(handler: &HarnessHandler, task_id: &str) -> Outcome {
 /// the store, naming how the run ended, and returns that state. `None` while it runs, or
 /// when the store already shows it ended.
 pub(crate) async fn ended_run(client: &Client, store: &Store, task_id: &str) -> Result<Option<TaskState>, String> {
-    let Some(head) = store.task_head(task_id).await.map_err(|e| e.to_string())? else { return Ok(None) };
-    if head.state.is_terminal() {
+    // The stored head (no history): its state, and the metadata the FAILED snapshot keeps.
+    let Some(row) = store.task(task_id, Some(0)).await.map_err(|e| e.to_string())? else { return Ok(None) };
+    if row.state.is_terminal() {
         return Ok(None);
     }
     let handle = client.get_workflow_handle::<TaskWorkflow>(task_id);
@@ -154,27 +155,21 @@ pub(crate) async fn ended_run(client: &Client, store: &Store, task_id: &str) -> 
         WorkflowExecutionStatus::Canceled => "was canceled in Temporal",
         _ => "ended without finishing",
     };
-    let text = format!("the task's workflow {how} while the task was {}; it cannot take more messages", head.state);
+    let text = format!("the task's workflow {how} while the task was {}; it cannot take more messages", row.state);
+    let status = TaskStatus {
+        state: TaskState::Failed,
+        message: Some(Message::agent_text(format!("{task_id}:run-ended"), text)),
+        timestamp: Some(a2a_types::now_timestamp()),
+    };
+    let snapshot = a2a_types::Task { status: status.clone(), ..row.task.head() };
     let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
         task_id: task_id.to_string(),
-        context_id: head.context_id.clone(),
-        status: TaskStatus {
-            state: TaskState::Failed,
-            message: Some(Message::agent_text(format!("{task_id}:run-ended"), text)),
-            timestamp: Some(a2a_types::now_timestamp()),
-        },
+        context_id: snapshot.context_id.clone(),
+        status,
         metadata: None,
     });
-    let mut ended = NewEvent::new(task_id, "harness-run-ended", event, head.task_queue.clone());
-    let mut snapshot = a2a_types::Task { id: task_id.to_string(), context_id: head.context_id, ..Default::default() };
-    if let StreamResponse::StatusUpdate(u) = &ended.event {
-        snapshot.status = u.status.clone();
-    }
-    // Keep the stored head's metadata: read it back and only change the status.
-    if let Ok(Some(row)) = store.task(task_id, Some(0)).await {
-        snapshot.metadata = row.task.metadata;
-    }
-    ended.snapshot = Some(snapshot);
+    let ended =
+        NewEvent { snapshot: Some(snapshot), ..NewEvent::new(task_id, "harness-run-ended", event, row.task_queue) };
     match store.append(&ended).await {
         Ok(_) | Err(harness_store::StoreError::Closed(_)) => {}
         Err(e) => return Err(e.to_string()),
