@@ -1,8 +1,9 @@
 //! The JSON-RPC binding: one `POST` endpoint, method dispatch, errors as JSON-RPC error
 //! objects with HTTP 200, streams as SSE whose events are complete JSON-RPC responses.
 
+use crate::ops::{self, Reply};
 use crate::sse::{self, Framing};
-use crate::{AppState, Op, admit, body_json, parse_params};
+use crate::{AppState, admit, body_json};
 use a2a_types::jsonrpc::{RpcRequest, failure, success};
 use a2a_types::{A2AError, ErrorKind, StreamResponse};
 use axum::body::Bytes;
@@ -43,20 +44,7 @@ pub(crate) async fn handle(
         Err((id, err)) => return json(failure(&id, &err)),
     };
     let id = req.id.clone();
-    match dispatch(&state, &headers, query.as_deref(), req).await {
-        Ok(Reply::Value(v)) => json(success(&id, v)),
-        Ok(Reply::Stream(r)) => r,
-        Err(e) => json(failure(&id, &e)),
-    }
-}
-
-enum Reply {
-    Value(Value),
-    Stream(Response),
-}
-
-fn to_value<T: serde::Serialize>(v: T) -> Result<Reply, A2AError> {
-    serde_json::to_value(v).map(Reply::Value).map_err(|e| A2AError::internal(e.to_string()))
+    dispatch(&state, &headers, query.as_deref(), req).await.unwrap_or_else(|e| json(failure(&id, &e)))
 }
 
 async fn dispatch(
@@ -64,40 +52,15 @@ async fn dispatch(
     headers: &HeaderMap,
     query: Option<&str>,
     req: RpcRequest,
-) -> Result<Reply, A2AError> {
-    if !a2a_types::jsonrpc::METHODS.contains(&req.method.as_str()) {
+) -> Result<Response, A2AError> {
+    let Some(op) = ops::by_method(&req.method) else {
         return Err(A2AError::new(ErrorKind::MethodNotFound, format!("method not found: `{}`", req.method))
             .with("method", req.method));
-    }
-    let op = match req.method.as_str() {
-        "SendStreamingMessage" | "SubscribeToTask" => Op::Streaming,
-        "GetExtendedAgentCard" => Op::ExtendedCard,
-        m if m.contains("PushNotificationConfig") => Op::Push,
-        _ => Op::Other,
     };
     let ctx = admit(state, headers, query, op)?;
-    let h = &state.handler;
-    match req.method.as_str() {
-        "SendMessage" => to_value(h.send_message(&ctx, parse_params(req.params)?).await?),
-        "SendStreamingMessage" => {
-            let stream = h.send_streaming_message(&ctx, parse_params(req.params)?).await?;
-            Ok(Reply::Stream(sse::respond(stream, RpcFraming { id: req.id }).await?))
-        }
-        "GetTask" => to_value(h.get_task(&ctx, parse_params(req.params)?).await?),
-        "ListTasks" => to_value(h.list_tasks(&ctx, parse_params(req.params)?).await?),
-        "CancelTask" => to_value(h.cancel_task(&ctx, parse_params(req.params)?).await?),
-        "SubscribeToTask" => {
-            let stream = h.subscribe_to_task(&ctx, parse_params(req.params)?).await?;
-            Ok(Reply::Stream(sse::respond(stream, RpcFraming { id: req.id }).await?))
-        }
-        "CreateTaskPushNotificationConfig" => to_value(h.create_push_config(&ctx, parse_params(req.params)?).await?),
-        "GetTaskPushNotificationConfig" => to_value(h.get_push_config(&ctx, parse_params(req.params)?).await?),
-        "ListTaskPushNotificationConfigs" => to_value(h.list_push_configs(&ctx, parse_params(req.params)?).await?),
-        "DeleteTaskPushNotificationConfig" => {
-            h.delete_push_config(&ctx, parse_params(req.params)?).await?;
-            Ok(Reply::Value(Value::Null))
-        }
-        "GetExtendedAgentCard" => to_value(h.extended_agent_card(&ctx).await?),
-        other => Err(A2AError::new(ErrorKind::MethodNotFound, format!("method not found: `{other}`"))),
+    match (op.call)(state.handler()?, ctx, req.params).await? {
+        Reply::Value(v) => Ok(json(success(&req.id, v))),
+        Reply::Empty => Ok(json(success(&req.id, Value::Null))),
+        Reply::Stream(events) => sse::respond(events, RpcFraming { id: req.id }).await,
     }
 }

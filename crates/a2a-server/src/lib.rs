@@ -5,8 +5,11 @@
 //! Must never: know how a task runs. Everything behind the wire is a [`RequestHandler`].
 
 mod jsonrpc;
+mod ops;
 mod rest;
 mod sse;
+
+pub use ops::{Capability, OPERATIONS, Operation};
 
 mod card;
 
@@ -43,8 +46,7 @@ pub struct CallContext {
 /// The server side of every A2A operation.
 ///
 /// The transport gates each call on the card's capabilities before calling a method
-/// (CHEATSHEET §5, capability gating): no `streaming`, no streaming calls; no
-/// `pushNotifications`, no push-config calls; no `extendedAgentCard`, no extended card.
+/// (CHEATSHEET §5, capability gating; each operation's [`Capability`] is in [`OPERATIONS`]).
 /// The defaults below answer what a server without the capability would.
 #[async_trait::async_trait]
 pub trait RequestHandler: Send + Sync + 'static {
@@ -92,53 +94,73 @@ pub trait RequestHandler: Send + Sync + 'static {
             "the extended agent card is declared but not configured",
         ))
     }
-    /// The public agent card; built once, it is asked for on every request.
-    fn agent_card(&self) -> Arc<AgentCard>;
 }
 
 fn push_not_supported() -> A2AError {
     A2AError::new(ErrorKind::PushNotificationNotSupported, "push notifications are not supported by this agent")
 }
 
-/// The operations, for capability gating.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
-    Streaming,
-    Push,
-    ExtendedCard,
-    Other,
+/// The handler behind the routes, swapped in when it starts and out when it stops: the
+/// routes exist before there is a handler (S17); a call made while the slot is empty is
+/// `Unavailable`.
+pub struct HandlerSlot<H: RequestHandler> {
+    handler: std::sync::RwLock<Option<Arc<H>>>,
 }
 
-/// Refuses an operation whose capability the card does not declare.
-pub(crate) fn gate(card: &AgentCard, op: Op) -> Result<(), A2AError> {
-    let caps = &card.capabilities;
-    match op {
-        Op::Streaming if caps.streaming != Some(true) => {
-            Err(A2AError::unsupported("streaming is not supported by this agent (capabilities.streaming)"))
+impl<H: RequestHandler> Default for HandlerSlot<H> {
+    fn default() -> Self {
+        Self { handler: std::sync::RwLock::new(None) }
+    }
+}
+
+impl<H: RequestHandler> HandlerSlot<H> {
+    /// Puts a handler in the slot (`None` empties it); returns the one it held.
+    pub fn replace(&self, handler: Option<Arc<H>>) -> Option<Arc<H>> {
+        std::mem::replace(&mut *self.handler.write().expect("handler slot"), handler)
+    }
+    /// The handler in the slot, if any.
+    pub fn get(&self) -> Option<Arc<H>> {
+        self.handler.read().expect("handler slot").clone()
+    }
+}
+
+/// A slot whatever its handler type, for the routes.
+trait Slot: Send + Sync {
+    fn current(&self) -> Result<Arc<dyn RequestHandler>, A2AError>;
+}
+
+impl<H: RequestHandler> Slot for HandlerSlot<H> {
+    fn current(&self) -> Result<Arc<dyn RequestHandler>, A2AError> {
+        match self.get() {
+            Some(h) => Ok(h),
+            None => Err(A2AError::new(ErrorKind::Unavailable, "the agent is not started")),
         }
-        Op::Push if caps.push_notifications != Some(true) => Err(push_not_supported()),
-        Op::ExtendedCard if caps.extended_agent_card != Some(true) => {
-            Err(A2AError::unsupported("this agent declares no extended agent card (capabilities.extendedAgentCard)"))
-        }
-        _ => Ok(()),
     }
 }
 
 /// Shared state of the routes.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    pub handler: Arc<dyn RequestHandler>,
+    slot: Arc<dyn Slot>,
+    pub agent_card: Arc<AgentCard>,
     pub card: Arc<card::CardResponder>,
 }
 
-/// All A2A routes over a handler: JSON-RPC, HTTP+JSON and the card.
-pub fn router(handler: Arc<dyn RequestHandler>) -> Router {
-    let card = Arc::new(card::CardResponder::new(&handler.agent_card()));
-    let state = AppState { handler, card };
+impl AppState {
+    /// The handler in the slot, or `Unavailable`.
+    pub(crate) fn handler(&self) -> Result<Arc<dyn RequestHandler>, A2AError> {
+        self.slot.current()
+    }
+}
+
+/// All A2A routes over a card and a handler slot: JSON-RPC, HTTP+JSON and the card.
+pub fn router<H: RequestHandler>(agent_card: Arc<AgentCard>, slot: Arc<HandlerSlot<H>>) -> Router {
+    let card = Arc::new(card::CardResponder::new(&agent_card));
+    let state = AppState { slot, agent_card, card };
     Router::new()
         .route(CARD_PATH, axum::routing::get(card::serve))
         .route(JSONRPC_PATH, axum::routing::post(jsonrpc::handle))
-        .nest(REST_PATH, rest::routes())
+        .route(&format!("{REST_PATH}/{{*path}}"), axum::routing::any(rest::handle))
         .with_state(state)
 }
 
@@ -176,19 +198,20 @@ fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2AErro
     Ok(())
 }
 
-/// Admits a request: `A2A-Version` (1.x only), then `A2A-Extensions` (S3: naming an
+/// Admits a request: `A2A-Version` (1.x only), then the operation's capability, then
+/// `A2A-Extensions` (S3: naming an
 /// extension the card does not advertise is UnsupportedOperation, before any work), then the
 /// call context.
 pub(crate) fn admit(
     state: &AppState,
     headers: &HeaderMap,
     query: Option<&str>,
-    op: Op,
+    op: &ops::Operation,
 ) -> Result<CallContext, A2AError> {
     check_version(headers, query)?;
     let ctx = call_context(headers);
-    let card = state.handler.agent_card();
-    gate(&card, op)?;
+    let card = &state.agent_card;
+    op.capability.check(card)?;
     if ctx.requested_extensions.is_empty() {
         return Ok(ctx);
     }
@@ -236,21 +259,12 @@ pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(value: serde_json::Va
     serde_json::from_value(value).map_err(|e| A2AError::invalid_params(format!("invalid params: {e}")))
 }
 
-/// Every route this server mounts (method, path relative to the router, operation), for
-/// API documents. REST routes are also served under a leading `/{tenant}` segment.
-pub const ROUTES: &[(&str, &str, &str)] = &[
-    ("GET", CARD_PATH, "AgentCard"),
-    ("POST", JSONRPC_PATH, "JSON-RPC (all 11 operations)"),
-    ("POST", "/a2a/rest/message:send", "SendMessage"),
-    ("POST", "/a2a/rest/message:stream", "SendStreamingMessage"),
-    ("GET", "/a2a/rest/tasks/{id}", "GetTask"),
-    ("GET", "/a2a/rest/tasks", "ListTasks"),
-    ("POST", "/a2a/rest/tasks/{id}:cancel", "CancelTask"),
-    ("GET", "/a2a/rest/tasks/{id}:subscribe", "SubscribeToTask"),
-    ("POST", "/a2a/rest/tasks/{id}:subscribe", "SubscribeToTask (POST)"),
-    ("POST", "/a2a/rest/tasks/{taskId}/pushNotificationConfigs", "CreateTaskPushNotificationConfig"),
-    ("GET", "/a2a/rest/tasks/{taskId}/pushNotificationConfigs/{id}", "GetTaskPushNotificationConfig"),
-    ("GET", "/a2a/rest/tasks/{taskId}/pushNotificationConfigs", "ListTaskPushNotificationConfigs"),
-    ("DELETE", "/a2a/rest/tasks/{taskId}/pushNotificationConfigs/{id}", "DeleteTaskPushNotificationConfig"),
-    ("GET", "/a2a/rest/extendedAgentCard", "GetExtendedAgentCard"),
-];
+/// Every route this server mounts, for API documents: (HTTP method, path relative to the
+/// router, operation). REST routes are also served under a leading `/{tenant}` segment.
+pub fn routes() -> Vec<(&'static str, String, &'static str)> {
+    let mut out = vec![("GET", CARD_PATH.to_string(), "AgentCard"), ("POST", JSONRPC_PATH.to_string(), "JSON-RPC")];
+    for op in OPERATIONS {
+        out.extend(op.rest.iter().map(|(verb, path)| (*verb, format!("{REST_PATH}{path}"), op.method)));
+    }
+    out
+}

@@ -1,22 +1,18 @@
-//! The HTTP+JSON binding: REST routes relative to the interface URL, each also under a
-//! leading `/{tenant}` segment (CHEATSHEET §3, §11). Errors are `google.rpc.Status` bodies
+//! The HTTP+JSON binding: the routes of [`OPERATIONS`] relative to the interface URL, each
+//! also under a leading `/{tenant}` segment (CHEATSHEET §3, §11). Path fields go into the
+//! request under their own names and win over the body's. Errors are `google.rpc.Status` bodies
 //! with their HTTP status; streams are SSE of bare `StreamResponse`s. GET and DELETE take
 //! their other fields from the query string (camelCase names, the last value wins).
 
+use crate::ops::{Input, OPERATIONS, Operation, Reply};
 use crate::sse::{self, Framing};
-use crate::{AppState, CallContext, Op, admit, parse_params};
-use a2a_types::{
-    A2AError, CancelTaskRequest, ErrorKind, GetTaskRequest, ListTaskPushNotificationConfigsRequest, ListTasksRequest,
-    StreamResponse, SubscribeToTaskRequest, TaskPushNotificationConfig, TaskPushNotificationConfigRef,
-};
-use axum::Router;
+use crate::{AppState, admit};
+use a2a_types::{A2AError, ErrorKind, StreamResponse};
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{RawPathParams, RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 
 struct RestFraming;
 
@@ -27,25 +23,6 @@ impl Framing for RestFraming {
     fn error(&self, e: &A2AError) -> Value {
         e.to_rest()
     }
-}
-
-pub(crate) fn routes() -> Router<AppState> {
-    use axum::routing::post;
-    Router::new()
-        .route("/message:send", post(send))
-        .route("/message:stream", post(stream))
-        .route("/tasks", get(list_tasks))
-        .route("/tasks/{task}", get(task_get).post(task_post))
-        .route("/tasks/{task}/pushNotificationConfigs", post(push_create).get(push_list))
-        .route("/tasks/{task}/pushNotificationConfigs/{id}", get(push_get).delete(push_delete))
-        .route("/extendedAgentCard", get(extended_card))
-        .route("/{tenant}/message:send", post(send))
-        .route("/{tenant}/message:stream", post(stream))
-        .route("/{tenant}/tasks", get(list_tasks))
-        .route("/{tenant}/tasks/{task}", get(task_get).post(task_post))
-        .route("/{tenant}/tasks/{task}/pushNotificationConfigs", post(push_create).get(push_list))
-        .route("/{tenant}/tasks/{task}/pushNotificationConfigs/{id}", get(push_get).delete(push_delete))
-        .route("/{tenant}/extendedAgentCard", get(extended_card))
 }
 
 /// A JSON response with the REST content type.
@@ -73,28 +50,6 @@ fn body_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, A2AError> {
         return Ok(Value::Object(Map::new()));
     }
     crate::body_json(headers, body)
-}
-
-/// Path parameters: `task`, `id` and `tenant`, whichever the route has (none for `/tasks`).
-struct Params(HashMap<String, String>);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Params {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let p = <Path<HashMap<String, String>> as axum::extract::OptionalFromRequestParts<S>>::from_request_parts(
-            parts, state,
-        )
-        .await
-        .map_err(|e: axum::extract::rejection::PathRejection| {
-            error(A2AError::invalid_params(format!("invalid params: the path does not parse ({e})")))
-        })?;
-        Ok(Self(p.map(|Path(m)| m).unwrap_or_default()))
-    }
-}
-
-fn param(p: &HashMap<String, String>, name: &str) -> String {
-    p.get(name).cloned().unwrap_or_default()
 }
 
 /// The query string as a JSON object for the request message: camelCase names, the last
@@ -131,169 +86,134 @@ fn query_object(query: Option<&str>, int_fields: &[&str], bool_fields: &[&str]) 
     Ok(Value::Object(out))
 }
 
-/// Runs a call, answering its error as a REST error.
-async fn answer(run: impl Future<Output = Result<Response, A2AError>>) -> Response {
+/// The operation a request's method and path name, and the request fields its path binds.
+struct Found {
+    op: &'static Operation,
+    fields: Map<String, Value>,
+}
+
+/// Binds a route pattern to path segments: the fields it binds and how specific it is
+/// (literal segments count most, then `{name}:verb` segments), or `None`.
+fn bind(pattern: &str, segments: &[String]) -> Option<(usize, Map<String, Value>)> {
+    let parts: Vec<&str> = pattern.trim_start_matches('/').split('/').collect();
+    if parts.len() != segments.len() {
+        return None;
+    }
+    let (mut score, mut fields) = (0, Map::new());
+    for (part, segment) in parts.iter().zip(segments) {
+        let Some(param) = part.strip_prefix('{') else {
+            if part != segment {
+                return None;
+            }
+            score += 2;
+            continue;
+        };
+        let (name, verb) = param.split_once('}')?;
+        let value = match verb {
+            "" => segment.as_str(),
+            verb => {
+                score += 1;
+                segment.strip_suffix(verb)?
+            }
+        };
+        if value.is_empty() {
+            return None;
+        }
+        fields.insert(name.to_string(), Value::String(value.to_string()));
+    }
+    Some((score, fields))
+}
+
+/// Finds the operation for a method and path (segments already percent-decoded): the
+/// path as it is, else its first segment as the tenant (CHEATSHEET §11). A path that
+/// names an operation under another method is 405 with `Allow`; any other is 404.
+fn find(verb: &Method, segments: &[String]) -> Result<Found, Box<Response>> {
+    let readings = [(None, segments), (segments.first(), segments.get(1..).unwrap_or_default())];
+    let mut allowed: Vec<&str> = Vec::new();
+    for (tenant, rest) in readings {
+        let mut best: Option<(usize, Found)> = None;
+        for op in OPERATIONS {
+            for (method, pattern) in op.rest {
+                let Some((score, fields)) = bind(pattern, rest) else { continue };
+                if *method != verb.as_str() {
+                    allowed.push(method);
+                } else if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                    best = Some((score, Found { op, fields }));
+                }
+            }
+        }
+        if let Some((_, mut found)) = best {
+            if let Some(tenant) = tenant {
+                found.fields.insert("tenant".into(), Value::String(tenant.clone()));
+            }
+            return Ok(found);
+        }
+    }
+    let path = format!("/{}", segments.join("/"));
+    if allowed.is_empty() {
+        return Err(Box::new(error(A2AError::new(
+            ErrorKind::MethodNotFound,
+            format!("no such operation: {verb} {path}"),
+        ))));
+    }
+    allowed.sort_unstable();
+    allowed.dedup();
+    let allow = allowed.join(", ");
+    let err = A2AError::new(ErrorKind::MethodNotFound, format!("{verb} is not allowed on {path}: use {allow}"));
+    let mut response = error(err);
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    if let Ok(v) = header::HeaderValue::from_str(&allow) {
+        response.headers_mut().insert(header::ALLOW, v);
+    }
+    Err(Box::new(response))
+}
+
+/// The path after the REST base, split into percent-decoded segments.
+fn segments(raw: &RawPathParams) -> Result<Vec<String>, A2AError> {
+    let path = raw.iter().find(|(name, _)| *name == "path").map(|(_, v)| v).unwrap_or("");
+    path.split('/')
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .map(|s| s.into_owned())
+                .map_err(|e| A2AError::invalid_params(format!("invalid params: the path does not parse ({e})")))
+        })
+        .collect()
+}
+
+/// Every HTTP+JSON request: route by the operations table, admit, read the request from
+/// the body or the query plus the path, call, answer.
+pub(crate) async fn handle(
+    State(s): State<AppState>,
+    verb: Method,
+    raw: RawPathParams,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let found = match segments(&raw) {
+        Ok(segments) => find(&verb, &segments),
+        Err(e) => Err(Box::new(error(e))),
+    };
+    let Found { op, fields } = match found {
+        Ok(found) => found,
+        Err(response) => return *response,
+    };
+    let run = async {
+        let ctx = admit(&s, &headers, q.as_deref(), op)?;
+        let mut params = match op.input {
+            Input::Body => body_object(&headers, &body)?,
+            Input::Query { ints, bools } => query_object(q.as_deref(), ints, bools)?,
+            Input::Path => Value::Object(Map::new()),
+        };
+        if let Value::Object(object) = &mut params {
+            object.extend(fields);
+        }
+        match (op.call)(s.handler()?, ctx, params).await? {
+            Reply::Value(v) => Ok(ok(v)),
+            Reply::Empty => Ok(ok(Map::new())),
+            Reply::Stream(events) => sse::respond(events, RestFraming).await,
+        }
+    };
     run.await.unwrap_or_else(error)
-}
-
-async fn send(State(s): State<AppState>, RawQuery(q): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
-    answer(async {
-        let ctx = admit(&s, &headers, q.as_deref(), Op::Other)?;
-        let req = parse_params(body_object(&headers, &body)?)?;
-        Ok(ok(s.handler.send_message(&ctx, req).await?))
-    })
-    .await
-}
-
-async fn stream(State(s): State<AppState>, RawQuery(q): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
-    answer(async {
-        let ctx = admit(&s, &headers, q.as_deref(), Op::Streaming)?;
-        let req = parse_params(body_object(&headers, &body)?)?;
-        let events = s.handler.send_streaming_message(&ctx, req).await?;
-        sse::respond(events, RestFraming).await
-    })
-    .await
-}
-
-async fn list_tasks(
-    State(s): State<AppState>,
-    Params(p): Params,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    answer(async {
-        let ctx = admit(&s, &headers, q.as_deref(), Op::Other)?;
-        let mut req: ListTasksRequest = parse_params(query_object(
-            q.as_deref(),
-            &["pageSize", "historyLength", "page_size", "history_length"],
-            &["includeArtifacts", "include_artifacts"],
-        )?)?;
-        req.tenant = param(&p, "tenant");
-        Ok(ok(s.handler.list_tasks(&ctx, req).await?))
-    })
-    .await
-}
-
-/// `GET /tasks/{id}` (GetTask) and `GET /tasks/{id}:subscribe`.
-async fn task_get(State(s): State<AppState>, Params(p): Params, RawQuery(q): RawQuery, headers: HeaderMap) -> Response {
-    let task = param(&p, "task");
-    answer(async {
-        if let Some(id) = task.strip_suffix(":subscribe") {
-            let ctx = admit(&s, &headers, q.as_deref(), Op::Streaming)?;
-            return subscribe(&s, &ctx, id, &p).await;
-        }
-        let ctx = admit(&s, &headers, q.as_deref(), Op::Other)?;
-        let mut req: GetTaskRequest =
-            parse_params(query_object(q.as_deref(), &["historyLength", "history_length"], &[])?)?;
-        req.id = task;
-        req.tenant = param(&p, "tenant");
-        Ok(ok(s.handler.get_task(&ctx, req).await?))
-    })
-    .await
-}
-
-/// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
-async fn task_post(
-    State(s): State<AppState>,
-    Params(p): Params,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let task = param(&p, "task");
-    answer(async {
-        if let Some(id) = task.strip_suffix(":cancel") {
-            let ctx = admit(&s, &headers, q.as_deref(), Op::Other)?;
-            let mut req: CancelTaskRequest = parse_params(body_object(&headers, &body)?)?;
-            req.id = id.to_string();
-            req.tenant = param(&p, "tenant");
-            return Ok(ok(s.handler.cancel_task(&ctx, req).await?));
-        }
-        if let Some(id) = task.strip_suffix(":subscribe") {
-            let ctx = admit(&s, &headers, q.as_deref(), Op::Streaming)?;
-            return subscribe(&s, &ctx, id, &p).await;
-        }
-        Err(A2AError::new(ErrorKind::MethodNotFound, format!("no such operation: POST /tasks/{task}")))
-    })
-    .await
-}
-
-/// SubscribeToTask, served on both `GET` and `POST /tasks/{id}:subscribe` (CHEATSHEET §13.1).
-async fn subscribe(
-    s: &AppState,
-    ctx: &CallContext,
-    id: &str,
-    p: &HashMap<String, String>,
-) -> Result<Response, A2AError> {
-    let req = SubscribeToTaskRequest { id: id.to_string(), tenant: param(p, "tenant") };
-    let events = s.handler.subscribe_to_task(ctx, req).await?;
-    sse::respond(events, RestFraming).await
-}
-
-async fn push_create(
-    State(s): State<AppState>,
-    Params(p): Params,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    answer(async {
-        let ctx = admit(&s, &headers, q.as_deref(), Op::Push)?;
-        let mut config: TaskPushNotificationConfig = parse_params(body_object(&headers, &body)?)?;
-        config.task_id = param(&p, "task");
-        config.tenant = param(&p, "tenant");
-        Ok(ok(s.handler.create_push_config(&ctx, config).await?))
-    })
-    .await
-}
-
-async fn push_list(
-    State(s): State<AppState>,
-    Params(p): Params,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    answer(async {
-        let ctx = admit(&s, &headers, q.as_deref(), Op::Push)?;
-        let mut req: ListTaskPushNotificationConfigsRequest =
-            parse_params(query_object(q.as_deref(), &["pageSize", "page_size"], &[])?)?;
-        req.task_id = param(&p, "task");
-        req.tenant = param(&p, "tenant");
-        Ok(ok(s.handler.list_push_configs(&ctx, req).await?))
-    })
-    .await
-}
-
-fn push_ref(p: &HashMap<String, String>) -> TaskPushNotificationConfigRef {
-    TaskPushNotificationConfigRef { tenant: param(p, "tenant"), task_id: param(p, "task"), id: param(p, "id") }
-}
-
-async fn push_get(State(s): State<AppState>, Params(p): Params, RawQuery(q): RawQuery, headers: HeaderMap) -> Response {
-    answer(async {
-        let ctx = admit(&s, &headers, q.as_deref(), Op::Push)?;
-        Ok(ok(s.handler.get_push_config(&ctx, push_ref(&p)).await?))
-    })
-    .await
-}
-
-async fn push_delete(
-    State(s): State<AppState>,
-    Params(p): Params,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    answer(async {
-        let ctx = admit(&s, &headers, q.as_deref(), Op::Push)?;
-        s.handler.delete_push_config(&ctx, push_ref(&p)).await?;
-        Ok(ok(Map::new()))
-    })
-    .await
-}
-
-async fn extended_card(State(s): State<AppState>, RawQuery(q): RawQuery, headers: HeaderMap) -> Response {
-    answer(async {
-        let ctx = admit(&s, &headers, q.as_deref(), Op::ExtendedCard)?;
-        Ok(ok(s.handler.extended_agent_card(&ctx).await?))
-    })
-    .await
 }

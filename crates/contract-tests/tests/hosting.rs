@@ -525,3 +525,48 @@ fn a_host_mounted_router_warns_that_it_serves_neither_cors_nor_ui() {
     });
     assert!(quiet.0.lock().unwrap().is_empty(), "the own router serves both and says nothing");
 }
+
+/// Issue 14: one table of operations drives the router and the OpenAPI document. Every REST
+/// path the document lists reaches its operation (an A2A answer, never a routing miss), bare
+/// and under a tenant segment; a known path under another method is 405 naming the allowed
+/// ones; an unknown path is 404 naming the request.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_documented_rest_route_reaches_its_operation_bare_and_under_a_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = Harness::new(config(dir.path())).unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let (_, doc) = get(&format!("{base}/openapi.json")).await;
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    let http = reqwest::Client::new();
+    let mut seen = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let Some(rest) = path.strip_prefix("/a2a/rest") else { continue };
+        for (verb, op) in item.as_object().unwrap() {
+            let concrete = rest.replace("{taskId}", "no-such-task").replace("{id}", "no-such-id");
+            for prefix in ["", "/tenant-a"] {
+                let method = Method::from_bytes(verb.to_uppercase().as_bytes()).unwrap();
+                let url = format!("{base}/a2a/rest{prefix}{concrete}");
+                let r = http.request(method, &url).header("A2A-Version", "1.0").json(&json!({})).send().await.unwrap();
+                let status = r.status().as_u16();
+                let body = r.text().await.unwrap();
+                assert!(status != 405 && !body.contains("no such operation"), "{verb} {url}: {status} {body}");
+                let error: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                assert!(status < 300 || error["error"]["status"].is_string(), "{verb} {url}: {status} {body}");
+            }
+            seen.push(op["summary"].as_str().unwrap().to_string());
+        }
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 11, "all 11 operations are documented: {seen:?}");
+
+    let r = http.delete(format!("{base}/a2a/rest/tasks")).header("A2A-Version", "1.0").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    assert_eq!(r.headers()["allow"], "GET");
+    let r = http.get(format!("{base}/a2a/rest/no/such/route")).header("A2A-Version", "1.0").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let body = r.text().await.unwrap();
+    assert!(body.contains("no such operation: GET /no/such/route"), "{body}");
+    harness.stop().await;
+}

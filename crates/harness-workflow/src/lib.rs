@@ -10,10 +10,12 @@
 pub mod activities;
 pub mod models;
 pub mod redaction;
+mod refusal;
 mod types;
 mod workflow;
 
 pub use activities::Activities;
+pub use refusal::{REFUSAL_FAILURE_TYPE, Refusal, RefusalError, RefusalKind, terminal_refusal};
 pub use types::*;
 pub use workflow::TaskWorkflow;
 

@@ -161,55 +161,6 @@ pub struct ModelReply {
     pub finish: Option<crate::models::Finish>,
 }
 
-/// A refusal by the `inbox` validator, carried through Temporal as text
-/// (`refused:<REASON>:<byte length>:<message>`) and turned back into an A2A error by the handler.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    /// An A2A ErrorInfo reason, e.g. `UNSUPPORTED_OPERATION`.
-    pub reason: String,
-    pub message: String,
-}
-
-impl Refusal {
-    const PREFIX: &'static str = "refused:";
-
-    pub fn unsupported(message: impl Into<String>) -> Self {
-        Self { reason: "UNSUPPORTED_OPERATION".into(), message: message.into() }
-    }
-
-    /// The error text the validator returns.
-    pub fn encode(&self) -> String {
-        format!("{}{}:{}:{}", Self::PREFIX, self.reason, self.message.len(), self.message)
-    }
-
-    /// Finds a refusal inside an error's text (the SDK wraps it).
-    pub fn decode(text: &str) -> Option<Self> {
-        let start = text.find(Self::PREFIX)? + Self::PREFIX.len();
-        let rest = &text[start..];
-        let (reason, rest) = rest.split_once(':')?;
-        let (len, rest) = rest.split_once(':')?;
-        let message = rest.get(..len.parse::<usize>().ok()?)?;
-        Some(Self { reason: reason.to_string(), message: message.to_string() })
-    }
-}
-
-/// The refusal text for a terminal task (S7).
-pub fn terminal_refusal(state: TaskState) -> String {
-    format!("the task is in a terminal state ({state})")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_refusal_survives_being_wrapped_in_an_sdk_error() {
-        let r = Refusal::unsupported(terminal_refusal(TaskState::Completed));
-        let wrapped = format!("Update failed: Failure {{ message: \"{}\", source: \"\" }}", r.encode());
-        assert_eq!(Refusal::decode(&wrapped), Some(r));
-    }
-}
-
 /// A running task as `/_monitor` shows it (S20).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MonitorRow {

@@ -11,7 +11,7 @@
 use crate::activities::Activities;
 use crate::{
     AWAITING_NEXT_MESSAGE, CancelRequest, EmitInput, InboxItem, Lifecycle, LogPosition, ModelTurn, MonitorRow, Receipt,
-    Refusal, TaskInput, status_ext_key, terminal_refusal,
+    Refusal, TaskInput, status_ext_key,
 };
 use a2a_types::{Artifact, Message, Part, StreamResponse, Struct, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
 use std::collections::VecDeque;
@@ -281,12 +281,10 @@ impl TaskWorkflow {
         let state = self.task.status.state;
         if state.is_terminal() || self.cancel.is_some() {
             let state = if state.is_terminal() { state } else { TaskState::Canceled };
-            return Err(Refusal::unsupported(terminal_refusal(state)).encode().into());
+            return Err(Refusal::task_ended(state).into_error());
         }
         if item.message.parts.is_empty() {
-            return Err(Refusal { reason: "INVALID_PARAMS".into(), message: "the message has no parts".into() }
-                .encode()
-                .into());
+            return Err(Refusal::invalid_message("the message has no parts").into_error());
         }
         Ok(())
     }
@@ -458,7 +456,7 @@ async fn emit(
         s.next_key += 1;
         let changed = std::mem::take(&mut s.changed_artifacts);
         // A run recorded before the patch sends the whole task with a final status.
-        let stored_before = s.by_row.then(|| (s.stored_history as u32, s.stored_artifacts as u32));
+        let stored_before = s.by_row.then_some((s.stored_history as u32, s.stored_artifacts as u32));
         let (snapshot, history_from, history, artifacts) = if s.by_row {
             let history_from = s.stored_history;
             s.stored_history = s.task.history.len();

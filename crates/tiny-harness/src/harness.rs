@@ -76,7 +76,7 @@ pub(crate) struct Inner {
     pub(crate) extended_card: Option<a2a_types::AgentCard>,
     pub(crate) resolver: Option<Arc<dyn ParticipantResolver>>,
     /// The request handler while running; `None` before start and after stop.
-    pub(crate) handler: std::sync::RwLock<Option<Arc<HarnessHandler>>>,
+    pub(crate) handler: Arc<a2a_server::HandlerSlot<HarnessHandler>>,
     pub(crate) limiter: crate::hosting::RateLimiter,
     pub(crate) monitor: crate::hosting::MonitorSnapshot,
     running: tokio::sync::Mutex<Option<Running>>,
@@ -129,7 +129,7 @@ impl HarnessBuilder {
                 card: Arc::new(card),
                 extended_card,
                 resolver: self.resolver,
-                handler: std::sync::RwLock::new(None),
+                handler: Arc::default(),
                 limiter,
                 monitor: Default::default(),
                 running: tokio::sync::Mutex::new(None),
@@ -172,12 +172,12 @@ impl Harness {
 
     /// Whether the harness is started.
     pub fn is_running(&self) -> bool {
-        self.inner.handler.read().expect("handler slot").is_some()
+        self.inner.handler.get().is_some()
     }
 
     /// The request handler while running.
     pub fn handler(&self) -> Option<Arc<HarnessHandler>> {
-        self.inner.handler.read().expect("handler slot").clone()
+        self.inner.handler.get()
     }
 
     /// The store while running.
@@ -254,28 +254,31 @@ impl Harness {
         };
 
         let handler = Arc::new(HarnessHandler {
-            client,
+            temporal: crate::handler::TaskClient {
+                client,
+                task_queue: config.temporal.task_queue.clone(),
+                timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
+                gates: Default::default(),
+            },
             store: store.clone(),
             redactor: Redactor::new(config.secret_values()),
-            task_queue: config.temporal.task_queue.clone(),
-            // The conformance profile runs every task one-shot (docs/conformance.md).
-            lifecycle: if config.agent.model == "conformance" {
-                harness_workflow::Lifecycle::OneShot
-            } else {
-                config.agent.lifecycle
+            settings: crate::handler::TaskSettings {
+                // The conformance profile runs every task one-shot (docs/conformance.md).
+                lifecycle: if config.agent.model == "conformance" {
+                    harness_workflow::Lifecycle::OneShot
+                } else {
+                    config.agent.lifecycle
+                },
+                model: config.agent.model.clone(),
+                linger_secs: config.agent.terminal_linger_secs,
+                instant_model,
+                max_message_bytes: config.agent.max_message_bytes,
+                agent_id: config.agent.id.clone(),
             },
-            model: config.agent.model.clone(),
-            linger_secs: config.agent.terminal_linger_secs,
-            instant_model,
-            timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
-            max_message_bytes: config.agent.max_message_bytes,
-            card: self.inner.card.clone(),
             extended_card: self.inner.extended_card.clone(),
             pusher,
-            agent_id: config.agent.id.clone(),
             resolver: self.inner.resolver.clone(),
             owners: Default::default(),
-            gates: Default::default(),
             health,
         });
         let monitor_task = self.inner.options.monitor.then(|| {
@@ -292,7 +295,7 @@ impl Harness {
             let _ = reconciled.send(());
             None
         };
-        *self.inner.handler.write().expect("handler slot") = Some(handler);
+        self.inner.handler.replace(Some(handler));
         *running =
             Some(Running { worker, embedded, probe: Some(probe), store, monitor_task, push_sweeper, reconciler });
         Ok(())
@@ -301,7 +304,7 @@ impl Harness {
     /// Closes the gate (every request is 503 again), stops the worker (letting running
     /// activities finish for a few seconds), then the embedded Temporal server.
     pub async fn stop(&self) {
-        let handler = self.inner.handler.write().expect("handler slot").take();
+        let handler = self.inner.handler.replace(None);
         let Some(mut running) = self.inner.running.lock().await.take() else { return };
         let tasks =
             [running.monitor_task.take(), running.push_sweeper.take(), running.reconciler.take(), running.probe.take()];

@@ -1,5 +1,5 @@
 //! Everything between the network and the request handler (S16, S17, S18, S20): the
-//! routes over a deferred handler, the 503 gate, the mount check, the limits, CORS, the
+//! routes over the harness's handler slot, the 503 gate, the mount check, the limits, CORS, the
 //! OpenAPI document, `/_monitor` and `/ui`.
 //!
 //! Layers, outermost first: mount check (500 naming both paths), gate (503 before start and
@@ -7,12 +7,6 @@
 
 use crate::handler::HarnessHandler;
 use crate::harness::{Harness, Inner};
-use a2a_server::{CallContext, EventStream, RequestHandler};
-use a2a_types::{
-    A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
-    SendMessageResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskPushNotificationConfigRef,
-};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, OriginalUri, Request, State};
@@ -67,10 +61,9 @@ fn status_error(status: StatusCode, reason: &str, message: String) -> Response {
 /// The routes of a harness for a mount (see [`Harness::router`] and [`harness_router`]).
 pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
     let inner = harness.inner.clone();
-    let handler: Arc<dyn RequestHandler> = Arc::new(DeferredHandler { inner: inner.clone() });
     let options = &inner.options;
     let config = &inner.config;
-    let mut routes = a2a_server::router(handler).route(
+    let mut routes = a2a_server::router(inner.card.clone(), inner.handler.clone()).route(
         OPENAPI_PATH,
         axum::routing::get({
             let doc = crate::openapi::document(harness, mount);
@@ -189,7 +182,7 @@ async fn mount_check(State(paths): State<Arc<(String, String)>>, req: Request, n
 
 /// 503 while the harness is not started; no route is reached.
 async fn gate(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Response {
-    if inner.handler.read().expect("handler slot").is_none() {
+    if inner.handler.get().is_none() {
         let mut r = status_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "UNAVAILABLE",
@@ -290,7 +283,7 @@ async fn limits(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Re
 }
 
 async fn ready(State(inner): State<Arc<Inner>>) -> Response {
-    let handler = inner.handler.read().expect("handler slot").clone();
+    let handler = inner.handler.get();
     let Some(handler) = handler else {
         return status_error(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "the harness is not started".into());
     };
@@ -347,77 +340,4 @@ pub(crate) fn spawn_monitor(
             tokio::time::sleep(interval).await;
         }
     })
-}
-
-/// The request handler behind the routes, resolved per request: the routes exist before
-/// the harness starts (S17).
-struct DeferredHandler {
-    inner: Arc<Inner>,
-}
-
-impl DeferredHandler {
-    fn current(&self) -> Result<Arc<HarnessHandler>, A2AError> {
-        self.inner
-            .handler
-            .read()
-            .expect("handler slot")
-            .clone()
-            .ok_or_else(|| A2AError::new(ErrorKind::Unavailable, "the harness is not started"))
-    }
-}
-
-#[async_trait::async_trait]
-impl RequestHandler for DeferredHandler {
-    async fn send_message(&self, ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError> {
-        self.current()?.send_message(ctx, req).await
-    }
-    async fn send_streaming_message(
-        &self,
-        ctx: &CallContext,
-        req: SendMessageRequest,
-    ) -> Result<EventStream, A2AError> {
-        self.current()?.send_streaming_message(ctx, req).await
-    }
-    async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {
-        self.current()?.get_task(ctx, req).await
-    }
-    async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError> {
-        self.current()?.cancel_task(ctx, req).await
-    }
-    async fn subscribe_to_task(&self, ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError> {
-        self.current()?.subscribe_to_task(ctx, req).await
-    }
-    async fn list_tasks(&self, ctx: &CallContext, req: ListTasksRequest) -> Result<ListTasksResponse, A2AError> {
-        self.current()?.list_tasks(ctx, req).await
-    }
-    async fn create_push_config(
-        &self,
-        ctx: &CallContext,
-        req: TaskPushNotificationConfig,
-    ) -> Result<TaskPushNotificationConfig, A2AError> {
-        self.current()?.create_push_config(ctx, req).await
-    }
-    async fn get_push_config(
-        &self,
-        ctx: &CallContext,
-        req: TaskPushNotificationConfigRef,
-    ) -> Result<TaskPushNotificationConfig, A2AError> {
-        self.current()?.get_push_config(ctx, req).await
-    }
-    async fn list_push_configs(
-        &self,
-        ctx: &CallContext,
-        req: ListTaskPushNotificationConfigsRequest,
-    ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
-        self.current()?.list_push_configs(ctx, req).await
-    }
-    async fn delete_push_config(&self, ctx: &CallContext, req: TaskPushNotificationConfigRef) -> Result<(), A2AError> {
-        self.current()?.delete_push_config(ctx, req).await
-    }
-    async fn extended_agent_card(&self, ctx: &CallContext) -> Result<AgentCard, A2AError> {
-        self.current()?.extended_agent_card(ctx).await
-    }
-    fn agent_card(&self) -> Arc<AgentCard> {
-        self.inner.card.clone()
-    }
 }

@@ -4,6 +4,8 @@
 
 use crate::harness::Harness;
 use crate::hosting::{MONITOR_PATH, Mount, OPENAPI_PATH, UI_PATH};
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::{InfoBuilder, OpenApiBuilder, PathsBuilder, ServerBuilder};
@@ -13,33 +15,43 @@ pub(crate) fn document(harness: &Harness, mount: Mount) -> String {
     let inner = &harness.inner;
     let tag = format!("A2A: {}", inner.config.agent.id);
     let path_prefix = if mount == Mount::AtRoot { inner.prefix.clone() } else { String::new() };
-    let mut routes: Vec<(String, String, String)> =
-        a2a_server::ROUTES.iter().map(|(m, p, o)| (m.to_string(), p.to_string(), o.to_string())).collect();
-    routes.push(("GET".into(), OPENAPI_PATH.into(), "OpenAPI document".into()));
+    let mut routes: Vec<(&str, String, &str)> = a2a_server::routes();
+    routes.push(("GET", OPENAPI_PATH.into(), "OpenAPI document"));
     if inner.options.push_route {
-        routes.push(("POST".into(), crate::hosting::PUSH_PATH.into(), "Push receiver (S15)".into()));
+        routes.push(("POST", crate::hosting::PUSH_PATH.into(), "Push receiver (S15)"));
     }
     if inner.options.monitor {
-        routes.push(("GET".into(), MONITOR_PATH.into(), "Monitor snapshot".into()));
+        routes.push(("GET", MONITOR_PATH.into(), "Monitor snapshot"));
     }
     if mount == Mount::AtPrefix && inner.options.ui && inner.config.server.ui_dir.is_some() {
-        routes.push(("GET".into(), format!("{UI_PATH}/{{file}}"), "Web renderer".into()));
+        routes.push(("GET", format!("{UI_PATH}/{{file}}"), "Web renderer"));
     }
-    let mut paths = PathsBuilder::new();
-    for (method, path, operation) in routes {
-        let method = match method.as_str() {
-            "POST" => HttpMethod::Post,
-            "DELETE" => HttpMethod::Delete,
-            _ => HttpMethod::Get,
+    let mut items: BTreeMap<String, PathItem> = BTreeMap::new();
+    for (verb, path, operation) in routes {
+        let (method, verb_name) = match verb {
+            "POST" => (HttpMethod::Post, "post"),
+            "DELETE" => (HttpMethod::Delete, "delete"),
+            _ => (HttpMethod::Get, "get"),
         };
+        // An operation served on two methods (SubscribeToTask) gets an id for each.
         let id: String = operation.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
         let op = OperationBuilder::new()
             .tag(tag.clone())
-            .summary(Some(operation.clone()))
-            .operation_id(Some(format!("{id}_{}", path.len())))
+            .summary(Some(operation))
+            .operation_id(Some(format!("{id}_{verb_name}")))
             .response("200", ResponseBuilder::new().description("see the A2A 1.0 specification").build())
             .build();
-        paths = paths.path(format!("{path_prefix}{path}"), PathItem::new(method, op));
+        let item = PathItem::new(method, op);
+        match items.entry(format!("{path_prefix}{path}")) {
+            Entry::Vacant(v) => {
+                v.insert(item);
+            }
+            Entry::Occupied(mut o) => o.get_mut().merge_operations(item),
+        }
+    }
+    let mut paths = PathsBuilder::new();
+    for (path, item) in items {
+        paths = paths.path(path, item);
     }
     let doc = OpenApiBuilder::new()
         .info(

@@ -74,7 +74,7 @@ impl Drop for DoneOnDrop {
 /// Reconciles the open tasks of this agent's queue that changed shortly before its newest
 /// change (at most 1000).
 pub(crate) async fn reconcile(handler: &HarnessHandler) -> Result<Reconciled, harness_store::StoreError> {
-    let ids = handler.store.recently_changed_open_tasks(&handler.task_queue, RECENT).await?;
+    let ids = handler.store.recently_changed_open_tasks(handler.task_queue(), RECENT).await?;
     let outcomes =
         futures::stream::iter(ids).map(|id| async move { one(handler, &id).await }).buffer_unordered(AT_ONCE);
     let outcomes: Vec<Outcome> = outcomes.collect().await;
@@ -98,7 +98,7 @@ enum Outcome {
 }
 
 async fn one(handler: &HarnessHandler, task_id: &str) -> Outcome {
-    match ended_run(&handler.client, &handler.store, task_id).await {
+    match ended_run(&handler.temporal.client, &handler.store, task_id).await {
         Ok(Some(_)) => return Outcome::Ended,
         Ok(None) => {}
         Err(e) => {
@@ -107,9 +107,9 @@ async fn one(handler: &HarnessHandler, task_id: &str) -> Outcome {
         }
     }
     let Ok(Some(seen)) = handler.store.task_head(task_id).await else { return Outcome::Agrees };
-    let handle = handler.client.get_workflow_handle::<TaskWorkflow>(task_id);
+    let handle = handler.temporal.client.get_workflow_handle::<TaskWorkflow>(task_id);
     let query = handle.query(TaskWorkflow::log, (), WorkflowQueryOptions::default());
-    let position = match tokio::time::timeout(QUERY_TIMEOUT, handler.gates.query(task_id, query)).await {
+    let position = match tokio::time::timeout(QUERY_TIMEOUT, handler.temporal.gates.query(task_id, query)).await {
         Ok(Ok(p)) => p,
         _ => return Outcome::Unanswered,
     };

@@ -80,12 +80,21 @@ impl Health {
 
 /// Whether an error of a Temporal call says the server could not be reached (as opposed to
 /// an answer from it).
-pub(crate) fn is_transport_error(text: &str) -> bool {
-    let t = text.to_ascii_lowercase();
-    ["transport error", "tcp connect", "connection refused", "broken pipe", "connection reset", "dns error"]
-        .iter()
-        .any(|needle| t.contains(needle))
-        || (t.contains("unavailable") && !t.contains("refused:"))
+/// Found by type in the error's source chain: a gRPC status `UNAVAILABLE`, a transport
+/// error of the gRPC client, or an I/O error. An error Temporal answered with is none of them.
+pub(crate) fn is_transport_error(err: &(dyn std::error::Error + 'static)) -> bool {
+    use temporalio_client::tonic;
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if e.downcast_ref::<tonic::Status>().is_some_and(|s| s.code() == tonic::Code::Unavailable)
+            || e.downcast_ref::<tonic::transport::Error>().is_some()
+            || e.downcast_ref::<std::io::Error>().is_some()
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// Asks Temporal a cheap question (describing a workflow that does not exist) until stopped:
@@ -101,7 +110,7 @@ pub(crate) fn spawn_probe(client: Client, health: Arc<Health>) -> tokio::task::J
                 tokio::time::timeout(Duration::from_secs(3), handle.describe(WorkflowDescribeOptions::default())).await;
             let miss = match answer {
                 Ok(Ok(_)) => None,
-                Ok(Err(e)) if !is_transport_error(&format!("{e:?}")) => None,
+                Ok(Err(e)) if !is_transport_error(&e) => None,
                 Ok(Err(_)) => Some("no connection to the server"),
                 Err(_) => Some("no answer within 3 s"),
             };

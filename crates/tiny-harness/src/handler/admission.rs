@@ -1,0 +1,375 @@
+//! SendMessage's way in (S4, S5, S7, S13, S19): each step returns a typed [`Refused`], and
+//! one audit write at the boundary ([`HarnessHandler::admit`]) records what was refused.
+//! A message that passes is durable in its task's inbox before its delivery starts.
+
+use super::access::{Access, Caller, Role};
+use super::{HarnessHandler, store_error};
+use a2a_server::CallContext;
+use a2a_types::{A2AError, Message, SendMessageRequest, Task, TaskState, validate};
+use harness_store::{InboxOutcome, TaskHead};
+use harness_workflow::{InboxItem, Receipt, TaskInput, terminal_refusal};
+
+/// A message the workflow accepted.
+pub(super) struct Accepted {
+    pub task_id: String,
+    pub receipt: Receipt,
+    /// The accepted message as delivered (redacted, ids set).
+    pub message: Message,
+    /// The stored snapshot read before delivery, when asked for (a continued task).
+    pub before: Option<Task>,
+}
+
+/// A message durable in its task's inbox (S5) whose delivery runs in a task of its own.
+pub(super) struct Pending {
+    pub task_id: String,
+    message: Message,
+    before: Option<Task>,
+    /// The message opened the task: its log starts at seq 1 with the Task.
+    pub new_task: bool,
+    /// Update-with-start, then the audit row's outcome: they complete even when the caller
+    /// goes away before them.
+    delivery: tokio::task::JoinHandle<Result<Receipt, A2AError>>,
+}
+
+impl Pending {
+    /// A message answered without a delivery: a retry of one the workflow accepted.
+    fn answered(task_id: String, message: Message, before: Option<Task>, new_task: bool, receipt: Receipt) -> Self {
+        Self { task_id, message, before, new_task, delivery: tokio::spawn(async move { Ok(receipt) }) }
+    }
+
+    /// Waits for the workflow's answer to the message.
+    pub async fn accepted(self) -> Result<Accepted, A2AError> {
+        let receipt = self
+            .delivery
+            .await
+            .map_err(|e| A2AError::internal(format!("the delivery of the message failed: {e}")))??;
+        Ok(Accepted { task_id: self.task_id, receipt, message: self.message, before: self.before })
+    }
+}
+
+/// Why a message was not admitted.
+enum Refused {
+    /// Refused for what it is or where it goes: the audit row keeps it and the reason.
+    Audited { task_id: String, message: Box<Message>, error: A2AError },
+    /// Failed with no message to audit, or the store failed.
+    Unaudited(A2AError),
+}
+
+impl From<A2AError> for Refused {
+    fn from(e: A2AError) -> Self {
+        Self::Unaudited(e)
+    }
+}
+
+/// Refuses `message` (audited under its own task id).
+fn refused(message: &Message, error: A2AError) -> Refused {
+    Refused::Audited { task_id: message.task_id.clone(), message: Box::new(message.clone()), error }
+}
+
+/// Where a message goes.
+struct Target {
+    task_id: String,
+    context_id: String,
+    /// The stored snapshot read before delivery (a continued task, when asked for).
+    before: Option<Task>,
+    new_task: bool,
+}
+
+/// A step either finds the message answered already (a retry) or lets it go on.
+enum Step<T> {
+    Answered(Box<Pending>),
+    Next(T),
+}
+
+impl HarnessHandler {
+    /// Validates, redacts and audits a message, and starts its delivery to the task's inbox
+    /// (S4, S5, S7). `want_snapshot`: also read the stored snapshot of a continued task
+    /// before delivering (a stream or `returnImmediately` answers with it).
+    pub(super) async fn admit(
+        &self,
+        ctx: &CallContext,
+        req: SendMessageRequest,
+        want_snapshot: bool,
+    ) -> Result<Pending, A2AError> {
+        let request_id = uuid::Uuid::new_v4().to_string();
+        match self.admission(&request_id, ctx, &req, want_snapshot).await {
+            Ok(pending) => Ok(pending),
+            Err(Refused::Unaudited(error)) => Err(error),
+            Err(Refused::Audited { task_id, message, error }) => {
+                let outcome = InboxOutcome::Refused(error.message.clone());
+                if let Err(e) = self.store.record_inbox(&request_id, &task_id, &message, outcome, "").await {
+                    tracing::warn!(error = %e, "could not write the audit row of a refused message");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    async fn admission(
+        &self,
+        request_id: &str,
+        ctx: &CallContext,
+        req: &SendMessageRequest,
+        want_snapshot: bool,
+    ) -> Result<Pending, Refused> {
+        let caller =
+            self.caller(ctx, &[req.message.as_ref().and_then(|m| m.metadata.as_ref()), req.metadata.as_ref()]).await?;
+        let mut message = self.checked(req, &caller)?;
+        let target = if message.task_id.is_empty() {
+            self.new_target(&message)
+        } else {
+            match self.continued(&caller, &message, want_snapshot).await? {
+                Step::Answered(pending) => return Ok(*pending),
+                Step::Next(target) => target,
+            }
+        };
+        message.task_id = target.task_id.clone();
+        message.context_id = target.context_id.clone();
+        if let Some(config) = req.configuration.as_ref().and_then(|c| c.task_push_notification_config.clone()) {
+            self.store_push_config(&target.task_id, config).await.map_err(|e| refused(&message, e))?;
+        }
+        // S5: the message is durable before anything is acknowledged.
+        let target = match self.record(request_id, &caller, &mut message, target).await? {
+            Step::Answered(pending) => return Ok(*pending),
+            Step::Next(target) => target,
+        };
+        Ok(self.start_delivery(request_id, &caller, message, target))
+    }
+
+    /// The request's message, validated and redacted, if this agent takes it now: a
+    /// resolver must name the sender, Temporal must answer, and it must fit a payload.
+    fn checked(&self, req: &SendMessageRequest, caller: &Caller) -> Result<Message, Refused> {
+        let as_sent = |error: A2AError| match &req.message {
+            Some(m) => refused(m, error),
+            None => Refused::Unaudited(error),
+        };
+        if self.resolver.is_some() && *caller == Caller::Anonymous {
+            return Err(as_sent(A2AError::invalid_params(
+                "invalid params: no participant: the participant resolver resolved none for this request \
+                 (with a resolver, metadata cannot name the sender)",
+            )));
+        }
+        let mut message = validate::send_message(req).map_err(as_sent)?.clone();
+        self.redactor.message(&mut message);
+        if !self.health.is_up() {
+            return Err(refused(&message, self.health.unavailable("the delivery of the message")));
+        }
+        let size = serde_json::to_vec(&message).map_or(0, |m| m.len());
+        let most = self.settings.max_message_bytes;
+        if size > most {
+            let error = A2AError::invalid_params(format!(
+                "invalid params: the message is {size} bytes; this agent takes at most {most} bytes per message \
+                 (`agent.max_message_bytes`): a larger one does not fit Temporal's payloads"
+            ))
+            .with("field", "message");
+            return Err(refused(&message, error));
+        }
+        Ok(message)
+    }
+
+    /// A new task: a fresh id, the message's context or a fresh one.
+    fn new_target(&self, message: &Message) -> Target {
+        let context_id =
+            if message.context_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { message.context_id.clone() };
+        Target { task_id: uuid::Uuid::new_v4().to_string(), context_id, before: None, new_task: true }
+    }
+
+    /// A message to an existing task: it must run on this queue (S19), the caller must be on
+    /// it (S13), it must not have ended (S7) and the context must match. A message it
+    /// accepted before (same `messageId`) is answered with its first outcome (S5).
+    async fn continued(
+        &self,
+        caller: &Caller,
+        message: &Message,
+        want_snapshot: bool,
+    ) -> Result<Step<Target>, Refused> {
+        let task_id = message.task_id.clone();
+        let (head, mut before) = self.head(&task_id, want_snapshot).await?;
+        let head = match head {
+            Some(h) if h.task_queue == self.task_queue() => h,
+            _ => return Err(refused(message, A2AError::task_not_found(&task_id))),
+        };
+        self.check_participant(caller, &task_id, Access::Read).await.map_err(|e| refused(message, e))?;
+        if let Some(prior) = self.store.prior_message(&task_id, &message.message_id).await.map_err(store_error)?
+            && prior.accepted()
+        {
+            same_message(&prior, message).map_err(|e| refused(message, e))?;
+            if before.is_none() {
+                before = self.row(&task_id, None).await?.map(|r| r.task);
+            }
+            let receipt = Receipt {
+                accepted: true,
+                cursor: prior.cursor.unwrap_or(0),
+                state: head.state,
+                task: None,
+                duplicate: true,
+            };
+            let mut message = message.clone();
+            message.context_id = head.context_id.clone();
+            return Ok(Step::Answered(Box::new(Pending::answered(task_id, message, before, false, receipt))));
+        }
+        if head.state.is_terminal() {
+            let err = A2AError::unsupported(terminal_refusal(head.state))
+                .with("taskId", &task_id)
+                .with("state", head.state.as_str());
+            return Err(refused(message, err));
+        }
+        if !message.context_id.is_empty() && message.context_id != head.context_id {
+            let err = A2AError::invalid_params(format!(
+                "invalid params: message.contextId `{}` does not match the task's context `{}`",
+                message.context_id, head.context_id
+            ));
+            return Err(refused(message, err));
+        }
+        Ok(Step::Next(Target { task_id, context_id: head.context_id, before, new_task: false }))
+    }
+
+    /// A task's head, and with `want_snapshot` its stored snapshot too (one read).
+    async fn head(&self, task_id: &str, want_snapshot: bool) -> Result<(Option<TaskHead>, Option<Task>), A2AError> {
+        if !want_snapshot {
+            return Ok((self.store.task_head(task_id).await.map_err(store_error)?, None));
+        }
+        Ok(match self.row(task_id, None).await? {
+            Some(row) => {
+                let head = TaskHead {
+                    state: row.state,
+                    context_id: row.task.context_id.clone(),
+                    last_seq: row.last_seq,
+                    task_queue: row.task_queue.clone(),
+                    rewrites: 0,
+                };
+                (Some(head), Some(row.task))
+            }
+            None => (None, None),
+        })
+    }
+
+    /// Writes the message's audit row (S5). A new task's first message also names the
+    /// task's participants (the sender, when known, reports it; this agent is its assignee)
+    /// and claims the task it opens: a retry of it finds the task its first attempt opened.
+    async fn record(
+        &self,
+        request_id: &str,
+        caller: &Caller,
+        message: &mut Message,
+        mut target: Target,
+    ) -> Result<Step<Target>, Refused> {
+        let sender = caller.id().unwrap_or("");
+        let received = InboxOutcome::Received;
+        if !target.new_task {
+            self.store
+                .record_inbox(request_id, &target.task_id, message, received, sender)
+                .await
+                .map_err(store_error)?;
+            return Ok(Step::Next(target));
+        }
+        let mut participants = vec![(self.agent_id().to_string(), Role::Assignee.as_str().to_string())];
+        if let Some(id) = caller.id() {
+            participants.push((id.to_string(), Role::Reporter.as_str().to_string()));
+        }
+        let opens = format!("{sender}\n{}", message.message_id);
+        let Some(prior) = self
+            .store
+            .record_new_task_inbox(request_id, &target.task_id, message, &participants, sender, &opens)
+            .await
+            .map_err(store_error)?
+        else {
+            return Ok(Step::Next(target));
+        };
+        // A retried first message: the task its first attempt opened.
+        same_message(&prior, message).map_err(|error| Refused::Audited {
+            task_id: prior.task_id.clone(),
+            message: Box::new(message.clone()),
+            error,
+        })?;
+        let first: Message = serde_json::from_str(&prior.body).map_err(|e| {
+            A2AError::internal(format!("the audited first message of task {} is unreadable: {e}", prior.task_id))
+        })?;
+        (target.task_id, target.context_id) = (prior.task_id.clone(), first.context_id.clone());
+        message.task_id = target.task_id.clone();
+        message.context_id = target.context_id.clone();
+        if prior.accepted() {
+            let head = self.store.task_head(&target.task_id).await.map_err(store_error)?;
+            let state = head.map_or(TaskState::Submitted, |h| h.state);
+            let receipt = Receipt { accepted: true, cursor: 0, state, task: None, duplicate: true };
+            return Ok(Step::Answered(Box::new(Pending::answered(
+                target.task_id,
+                message.clone(),
+                None,
+                true,
+                receipt,
+            ))));
+        }
+        // Its first attempt was not answered: deliver it again (the workflow, if it started,
+        // knows the message and answers with its receipt).
+        self.store.record_inbox(request_id, &target.task_id, message, received, sender).await.map_err(store_error)?;
+        Ok(Step::Next(target))
+    }
+
+    /// Starts the message's update-with-start in a task of its own; it writes the audit
+    /// row's outcome (S5) whatever becomes of the caller.
+    fn start_delivery(&self, request_id: &str, caller: &Caller, message: Message, target: Target) -> Pending {
+        let s = &self.settings;
+        let item = InboxItem { request_id: request_id.to_string(), message: message.clone() };
+        let input = TaskInput {
+            task_id: target.task_id.clone(),
+            context_id: target.context_id,
+            task_queue: self.task_queue().to_string(),
+            lifecycle: s.lifecycle,
+            model: s.model.clone(),
+            linger_secs: s.linger_secs,
+            instant_model: s.instant_model,
+            metadata: target.new_task.then(|| default_brief(&message, caller.id(), &s.agent_id)),
+            // The first message travels in the start itself, durable with it (docs/event-log.md).
+            first: target.new_task.then(|| item.clone()),
+        };
+        let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
+        let delivery = tokio::spawn(async move {
+            let outcome = temporal.deliver(&store, input, item).await;
+            let audit = match &outcome {
+                Ok(receipt) => InboxOutcome::Accepted(receipt.cursor),
+                Err(e) => InboxOutcome::Refused(e.message.clone()),
+            };
+            store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
+            outcome
+        });
+        Pending { task_id: target.task_id, message, before: target.before, new_task: target.new_task, delivery }
+    }
+}
+
+/// The task data of a plain first message (EXTENSIONS.md, task): name = its first line
+/// (60 characters at most; `task` when empty), goal = its text, participants = the sender
+/// as reporter (when known) and this agent as assignee.
+fn default_brief(message: &Message, reporter: Option<&str>, agent_id: &str) -> a2a_types::Struct {
+    let text = message.text();
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let name: String = if first.is_empty() { "task".into() } else { first.chars().take(60).collect() };
+    let mut participants = Vec::new();
+    if let Some(id) = reporter {
+        participants.push(serde_json::json!({"id": id, "kind": "human", "role": Role::Reporter.as_str()}));
+    }
+    participants.push(serde_json::json!({"id": agent_id, "kind": "agent", "role": Role::Assignee.as_str()}));
+    let mut metadata = a2a_types::Struct::new();
+    metadata.insert(
+        harness_workflow::task_ext_key(),
+        serde_json::json!({"name": name, "goal": text, "participants": participants}),
+    );
+    metadata
+}
+
+/// A retried `messageId` must carry the message it named the first time (S5): one that
+/// names another is refused, naming the id, rather than answered with another's outcome.
+fn same_message(prior: &harness_store::PriorMessage, message: &Message) -> Result<(), A2AError> {
+    let first: Message = serde_json::from_str(&prior.body)
+        .map_err(|e| A2AError::internal(format!("the audited message of task {} is unreadable: {e}", prior.task_id)))?;
+    if first.parts == message.parts && first.role == message.role {
+        return Ok(());
+    }
+    Err(A2AError::invalid_params(format!(
+        "invalid params: messageId `{}` was already used for another message (task {}); a new message needs a new \
+         messageId",
+        message.message_id, prior.task_id
+    ))
+    .with("field", "message.messageId")
+    .with("taskId", &prior.task_id))
+}

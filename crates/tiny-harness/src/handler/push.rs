@@ -1,0 +1,111 @@
+//! Push-notification configs (S14): validated, their secrets sealed at rest, opened only to
+//! answer a caller who may see the task.
+
+use super::{HarnessHandler, store_error};
+use a2a_server::CallContext;
+use a2a_types::{
+    A2AError, ErrorKind, ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    TaskPushNotificationConfig, TaskPushNotificationConfigRef, validate,
+};
+use harness_push::PushSecret;
+use harness_store::PushRow;
+
+impl HarnessHandler {
+    pub(super) async fn create_push(
+        &self,
+        ctx: &CallContext,
+        req: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        self.push_access(ctx, &req.task_id).await?;
+        let task_id = req.task_id.clone();
+        self.store_push_config(&task_id, req).await
+    }
+
+    pub(super) async fn get_push(
+        &self,
+        ctx: &CallContext,
+        req: TaskPushNotificationConfigRef,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        if req.id.is_empty() {
+            return Err(A2AError::missing_field("id", "the push notification config id is missing"));
+        }
+        self.push_access(ctx, &req.task_id).await?;
+        match self.store.push_config(&req.task_id, &req.id).await.map_err(store_error)? {
+            Some(row) => self.open_push_config(row),
+            None => Err(A2AError::new(
+                ErrorKind::TaskNotFound,
+                format!("push notification config `{}` not found for task {}", req.id, req.task_id),
+            )
+            .with("taskId", &req.task_id)
+            .with("configId", &req.id)),
+        }
+    }
+
+    pub(super) async fn list_push(
+        &self,
+        ctx: &CallContext,
+        req: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        self.push_access(ctx, &req.task_id).await?;
+        let rows = self.store.push_configs(&req.task_id).await.map_err(store_error)?;
+        let configs = rows.into_iter().map(|r| self.open_push_config(r)).collect::<Result<_, _>>()?;
+        Ok(ListTaskPushNotificationConfigsResponse { configs, next_page_token: String::new() })
+    }
+
+    pub(super) async fn delete_push(
+        &self,
+        ctx: &CallContext,
+        req: TaskPushNotificationConfigRef,
+    ) -> Result<(), A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        if req.id.is_empty() {
+            return Err(A2AError::missing_field("id", "the push notification config id is missing"));
+        }
+        self.push_access(ctx, &req.task_id).await?;
+        self.store.delete_push_config(&req.task_id, &req.id).await.map_err(store_error)?;
+        Ok(())
+    }
+
+    /// Validates, seals and stores a push config of `task_id`; returns it as stored (with
+    /// its id) and in the clear (S14).
+    pub(super) async fn store_push_config(
+        &self,
+        task_id: &str,
+        mut config: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        let pusher = self.pusher.as_ref().ok_or_else(|| {
+            A2AError::new(ErrorKind::PushNotificationNotSupported, "push notifications are not supported by this agent")
+        })?;
+        validate::push_config(&config)?;
+        if config.id.is_empty() {
+            config.id = uuid::Uuid::new_v4().to_string();
+        }
+        config.task_id = task_id.to_string();
+        let secret = PushSecret { token: config.token.clone(), authentication: config.authentication.clone() };
+        let row = PushRow {
+            task_id: task_id.to_string(),
+            config_id: config.id.clone(),
+            url: config.url.clone(),
+            sealed: pusher.key().seal(&secret),
+        };
+        self.store.put_push_config(&row).await.map_err(store_error)?;
+        Ok(config)
+    }
+
+    /// A stored push config in the clear.
+    fn open_push_config(&self, row: PushRow) -> Result<TaskPushNotificationConfig, A2AError> {
+        let pusher = self.pusher.as_ref().ok_or_else(|| A2AError::internal("push is off"))?;
+        let secret = pusher.key().open(&row.sealed).map_err(|e| A2AError::internal(e.to_string()))?;
+        Ok(TaskPushNotificationConfig {
+            id: row.config_id,
+            task_id: row.task_id,
+            url: row.url,
+            token: secret.token,
+            authentication: secret.authentication,
+            ..Default::default()
+        })
+    }
+}

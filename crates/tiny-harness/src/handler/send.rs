@@ -1,0 +1,79 @@
+//! SendMessage and SendStreamingMessage once the message is admitted: nothing is answered
+//! before Temporal committed the message's acceptance (S5).
+
+use super::HarnessHandler;
+use super::admission::Accepted;
+use super::stream::StopAt;
+use a2a_server::{CallContext, EventStream};
+use a2a_types::{A2AError, SendMessageRequest, SendMessageResponse, StreamResponse, Task};
+use futures::StreamExt;
+
+impl HarnessHandler {
+    /// SendMessage: blocking, or answered at once with `returnImmediately` (S5).
+    pub(super) async fn send(
+        &self,
+        ctx: &CallContext,
+        req: SendMessageRequest,
+    ) -> Result<SendMessageResponse, A2AError> {
+        let config = req.configuration.clone().unwrap_or_default();
+        let pending = self.admit(ctx, req, config.return_immediately).await?;
+        if config.return_immediately {
+            let task = self.accepted_task(pending.accepted().await?).await?;
+            return Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)));
+        }
+        // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
+        // S5: nothing is answered before Temporal committed the message's acceptance (the
+        // events a workflow task appends before it commits may still be replaced).
+        let task_id = pending.task_id.clone();
+        let accepted = pending.accepted().await?;
+        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final);
+        let task = self.task_at_end(&task_id, log, config.history_length).await?;
+        Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)))
+    }
+
+    /// SendStreamingMessage: the task, then its log until a final event (S10).
+    pub(super) async fn send_streaming(
+        &self,
+        ctx: &CallContext,
+        req: SendMessageRequest,
+    ) -> Result<EventStream, A2AError> {
+        let pending = self.admit(ctx, req, true).await?;
+        let new_task = pending.new_task;
+        // S5: the stream starts once Temporal committed the message's acceptance.
+        let accepted = pending.accepted().await?;
+        if new_task {
+            // A new task: its log begins with the Task (seq 1).
+            return Ok(self.log_stream(accepted.task_id, 0, StopAt::Final));
+        }
+        // A continued task: the stream still begins with the Task, the message added.
+        let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
+        let task = self.accepted_task(accepted).await?;
+        Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
+    }
+
+    /// The task right after a message was accepted: the receipt's snapshot when the message
+    /// opened the task, else the snapshot stored before delivery with the message added. A
+    /// retried message (already in the history) and a new task whose receipt came without a
+    /// snapshot are answered with the stored task.
+    async fn accepted_task(&self, accepted: Accepted) -> Result<Task, A2AError> {
+        if let Some(task) = accepted.receipt.task {
+            return Ok(task);
+        }
+        let state = accepted.receipt.state;
+        let (mut task, add) = match accepted.before {
+            Some(task) if !accepted.receipt.duplicate => (task, true),
+            _ => (
+                self.row(&accepted.task_id, None)
+                    .await?
+                    .map(|r| r.task)
+                    .ok_or_else(|| A2AError::task_not_found(&accepted.task_id))?,
+                false,
+            ),
+        };
+        if add {
+            task.status.state = state;
+            task.history.push(accepted.message);
+        }
+        Ok(task)
+    }
+}

@@ -1,0 +1,112 @@
+//! The event log as a stream (D1, S10): read in order from a cursor, woken by appends,
+//! ended with `Unavailable` when a crash cut back what it delivered.
+
+use super::{HarnessHandler, store_error};
+use a2a_server::EventStream;
+use a2a_types::{A2AError, ErrorKind, StreamResponse, Task};
+use futures::StreamExt;
+use std::time::Duration;
+
+/// Where a log stream stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopAt {
+    /// Terminal or interrupted: a SendMessage stream (S10).
+    Final,
+    /// Terminal only: SubscribeToTask stays attached through INPUT_REQUIRED (S10).
+    Terminal,
+}
+
+impl StopAt {
+    fn reached(self, e: &StreamResponse) -> bool {
+        match self {
+            Self::Final => e.is_final(),
+            Self::Terminal => e.is_terminal(),
+        }
+    }
+}
+
+impl HarnessHandler {
+    /// Reads the log of a task from `after`, in order, until `stop` (D1).
+    pub fn log_stream(&self, task_id: String, after: i64, stop: StopAt) -> EventStream {
+        let store = self.store.clone();
+        async_stream::stream! {
+            // Subscribe before reading so an append between read and wait is not missed.
+            let mut wake = store.notifier().subscribe(&task_id);
+            let mut rewrites = wake.borrow().rewrites;
+            let mut cursor = after;
+            loop {
+                let now = *wake.borrow();
+                if now.rewrites != rewrites {
+                    rewrites = now.rewrites;
+                    if now.rewound_from <= cursor {
+                        // What this stream delivered from that seq on was written by a workflow
+                        // task that never committed; going on would leave a hole.
+                        yield Err(A2AError::new(
+                            ErrorKind::Unavailable,
+                            format!(
+                                "the log of task {task_id} was cut back to seq {} after a crash: events this stream \
+                                 delivered from there on were never committed; subscribe again to read the log from \
+                                 the start",
+                                now.rewound_from - 1
+                            ),
+                        )
+                        .with("taskId", &task_id));
+                        return;
+                    }
+                }
+                let batch = match store.events_after(&task_id, cursor, 256).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        yield Err(store_error(e));
+                        return;
+                    }
+                };
+                let empty = batch.is_empty();
+                for logged in batch {
+                    cursor = logged.seq;
+                    let end = stop.reached(&logged.event);
+                    yield Ok(logged.event);
+                    if end {
+                        return;
+                    }
+                }
+                if empty {
+                    // Woken by appends in this process; the timeout only covers appends made
+                    // by another process (a separate worker), it is not the latency floor.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), wake.changed()).await;
+                }
+            }
+        }
+        .boxed()
+    }
+
+    /// Reads a task's log to its end (`events` stops where it should), then answers with
+    /// the stored task (the snapshot written with that final event) and the newest
+    /// `history_length` messages.
+    pub(super) async fn task_at_end(
+        &self,
+        task_id: &str,
+        mut events: EventStream,
+        history_length: Option<i32>,
+    ) -> Result<Task, A2AError> {
+        let mut last_status = None;
+        while let Some(event) = events.next().await {
+            match event? {
+                StreamResponse::StatusUpdate(u) => last_status = Some(u.status),
+                StreamResponse::Task(t) => last_status = Some(t.status),
+                _ => {}
+            }
+        }
+        let mut task = self
+            .row(task_id, history_length)
+            .await?
+            .map(|r| r.task)
+            .ok_or_else(|| A2AError::task_not_found(task_id))?;
+        // The answer's status is the one the stream ended at: a retried message's own final
+        // status, even when later turns have run since.
+        if let Some(status) = last_status {
+            task.status = status;
+        }
+        Ok(task)
+    }
+}

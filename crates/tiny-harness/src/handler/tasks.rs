@@ -1,0 +1,131 @@
+//! GetTask, CancelTask and SubscribeToTask, and the reads behind them and `/_monitor`: the
+//! workflow's view while it runs, the store's once it has ended or while Temporal is down.
+
+use super::access::Access;
+use super::stream::StopAt;
+use super::{HarnessHandler, store_error};
+use a2a_server::{CallContext, EventStream};
+use a2a_types::{
+    A2AError, CancelTaskRequest, ErrorKind, GetTaskRequest, SubscribeToTaskRequest, Task, TaskState, validate,
+};
+use harness_workflow::terminal_refusal;
+
+impl HarnessHandler {
+    /// GetTask (S13).
+    pub(super) async fn get(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {
+        validate::task_id(&req.id, "id")?;
+        if let Some(h) = req.history_length {
+            validate::history_length(h, "historyLength")?;
+        }
+        let caller = self.caller(ctx, &[]).await?;
+        self.check_access(&caller, &req.id, Access::Read).await?;
+        Ok(self.current_task(&req.id, req.history_length).await?.with_history_length(req.history_length))
+    }
+
+    /// CancelTask (S7): signal, then wait for the terminal event.
+    pub(super) async fn cancel(&self, ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError> {
+        validate::task_id(&req.id, "id")?;
+        let caller = self.caller(ctx, &[req.metadata.as_ref()]).await?;
+        self.check_access(&caller, &req.id, Access::Cancel).await?;
+        let task = self.current_task(&req.id, None).await?;
+        let not_cancelable = |state: TaskState| {
+            A2AError::new(ErrorKind::TaskNotCancelable, terminal_refusal(state))
+                .with("taskId", &req.id)
+                .with("state", state.as_str())
+        };
+        if task.status.state.is_terminal() {
+            return Err(not_cancelable(task.status.state));
+        }
+        if !self.health.is_up() {
+            return Err(self.health.unavailable("the cancel"));
+        }
+        let after = self.store.task_head(&req.id).await.map_err(store_error)?.map_or(0, |h| h.last_seq);
+        if let Err(e) = self.temporal.cancel(&req.id).await {
+            // A refused signal may mean the task ended meanwhile; a timeout is the answer.
+            if e.kind != ErrorKind::Unavailable
+                && let Some(row) = self.store.task_head(&req.id).await.map_err(store_error)?
+                && row.state.is_terminal()
+            {
+                return Err(not_cancelable(row.state));
+            }
+            return Err(e);
+        }
+        let log = self.log_stream(req.id.clone(), after, StopAt::Terminal);
+        self.temporal.bounded("the cancellation", self.task_at_end(&req.id, log, None)).await?
+    }
+
+    /// SubscribeToTask (S10).
+    pub(super) async fn subscribe(
+        &self,
+        ctx: &CallContext,
+        req: SubscribeToTaskRequest,
+    ) -> Result<EventStream, A2AError> {
+        validate::task_id(&req.id, "id")?;
+        let caller = self.caller(ctx, &[]).await?;
+        self.check_access(&caller, &req.id, Access::Read).await?;
+        let task = self.current_task(&req.id, Some(0)).await?;
+        if task.status.state.is_terminal() {
+            return Err(A2AError::unsupported(format!(
+                "{}; subscribing needs a task that has not ended",
+                terminal_refusal(task.status.state)
+            ))
+            .with("taskId", &req.id));
+        }
+        // S10: replay from seq 1, then stay attached until a terminal state.
+        Ok(self.log_stream(req.id, 0, StopAt::Terminal))
+    }
+
+    /// Every task of this queue that has not ended (S20): read from the store, and only the
+    /// tasks a turn runs on (WORKING or SUBMITTED, as many as run at once) are asked for
+    /// their mailbox and turn; none while Temporal does not answer.
+    pub(crate) async fn monitor_rows(&self) -> Result<Vec<harness_workflow::MonitorRow>, A2AError> {
+        let open = self.store.open_task_states(self.task_queue()).await.map_err(store_error)?;
+        let mut rows = Vec::new();
+        for row in open {
+            let busy = matches!(row.state, TaskState::Working | TaskState::Submitted);
+            if busy
+                && self.health.is_up()
+                && let Some(r) = self.temporal.monitor(&row.task_id).await
+            {
+                rows.push(r);
+                continue;
+            }
+            rows.push(harness_workflow::MonitorRow {
+                task_id: row.task_id,
+                state: row.state,
+                substate: row.substate,
+                mailbox_depth: 0,
+                turn: row.turns,
+                children: Vec::new(),
+            });
+        }
+        Ok(rows)
+    }
+
+    /// The task as its workflow sees it, or the store's copy once the workflow is gone
+    /// (with the newest `history_length` messages; the workflow's copy has them all).
+    async fn current_task(&self, task_id: &str, history_length: Option<i32>) -> Result<Task, A2AError> {
+        // The head says whether the store's copy is the answer; the whole row (with its
+        // history) is read only when it is.
+        let head = self.store.task_head(task_id).await.map_err(store_error)?;
+        let stored = || async {
+            Ok::<_, A2AError>(if head.is_some() {
+                self.row(task_id, history_length).await?.map(|r| r.task)
+            } else {
+                None
+            })
+        };
+        if head.as_ref().is_some_and(|h| h.state.is_terminal()) {
+            return stored().await?.ok_or_else(|| A2AError::task_not_found(task_id));
+        }
+        if !self.health.is_up() {
+            // Temporal does not answer: the store's copy, as of its newest event.
+            return stored().await?.ok_or_else(|| self.health.unavailable("reading the task"));
+        }
+        match self.temporal.task(task_id).await {
+            Ok(Some(task)) => Ok(task),
+            Ok(None) => stored().await?.ok_or_else(|| A2AError::task_not_found(task_id)),
+            Err(e) => stored().await?.ok_or(e),
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Every call the handler makes to Temporal, in one client type: each is bounded by the
+//! request timeout (a timeout is a clear `Unavailable`, never a hang), queries and messages
+//! to one task go through its gate ([`crate::task_gate`]), and a failed update is read by
+//! type: the workflow's typed [`Refusal`], a closed run, an unreachable server.
+
+use a2a_types::{A2AError, ErrorKind, Task};
+use harness_store::Store;
+use harness_workflow::{CancelRequest, InboxItem, MonitorRow, Receipt, Refusal, RefusalKind, TaskInput, TaskWorkflow};
+use std::future::Future;
+use std::time::Duration;
+use temporalio_client::errors::{WorkflowQueryError, WorkflowUpdateError, WorkflowUpdateWithStartError};
+use temporalio_client::tonic::{Code, Status};
+use temporalio_client::{
+    Client, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions, WorkflowSignalOptions,
+    WorkflowUpdateWithStartOptions,
+};
+
+/// The handler's Temporal client.
+#[derive(Clone)]
+pub(crate) struct TaskClient {
+    pub client: Client,
+    pub task_queue: String,
+    /// `temporal.request_timeout_secs`.
+    pub timeout: Duration,
+    /// Keeps this process's workflow queries from crossing its messages on one task.
+    pub gates: crate::task_gate::TaskGates,
+}
+
+/// How a failed update-with-start reads, from the error's types alone.
+#[derive(Debug, PartialEq)]
+enum UpdateFailure {
+    /// The workflow's validator refused the message.
+    Refused(Refusal),
+    /// The task's run has closed (TEMPORAL-RUST.md items 1 and 3).
+    Closed,
+    /// Temporal could not be reached.
+    Unreachable,
+    Other,
+}
+
+fn classify(e: &WorkflowUpdateWithStartError) -> UpdateFailure {
+    let by_code = |status: &Status| match status.code() {
+        Code::AlreadyExists | Code::NotFound => UpdateFailure::Closed,
+        _ if crate::supervise::is_transport_error(status) => UpdateFailure::Unreachable,
+        _ => UpdateFailure::Other,
+    };
+    match e {
+        WorkflowUpdateWithStartError::Update(WorkflowUpdateError::Failed(failure)) => {
+            Refusal::from_failure(failure).map_or(UpdateFailure::Other, UpdateFailure::Refused)
+        }
+        WorkflowUpdateWithStartError::Update(WorkflowUpdateError::NotFound(_))
+        | WorkflowUpdateWithStartError::Start(_) => UpdateFailure::Closed,
+        WorkflowUpdateWithStartError::Update(WorkflowUpdateError::Rpc(status))
+        | WorkflowUpdateWithStartError::Rpc(status) => by_code(status),
+        _ if crate::supervise::is_transport_error(e) => UpdateFailure::Unreachable,
+        _ => UpdateFailure::Other,
+    }
+}
+
+/// The error of a Temporal call that outlived the request timeout.
+fn unanswered(what: &str, timeout: Duration, task_queue: &str) -> A2AError {
+    A2AError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "Temporal did not answer {what} within {} s: is a worker polling task queue `{task_queue}`?",
+            timeout.as_secs()
+        ),
+    )
+}
+
+impl TaskClient {
+    /// Bounds a Temporal call by the request timeout.
+    pub async fn bounded<T>(&self, what: &str, fut: impl Future<Output = T>) -> Result<T, A2AError> {
+        tokio::time::timeout(self.timeout, fut).await.map_err(|_| unanswered(what, self.timeout, &self.task_queue))
+    }
+
+    /// Update-with-start of the task's workflow with a message as its `inbox` update (S4).
+    pub async fn deliver(&self, store: &Store, input: TaskInput, item: InboxItem) -> Result<Receipt, A2AError> {
+        let task_id = input.task_id.clone();
+        let options = WorkflowUpdateWithStartOptions::new(
+            self.task_queue.clone(),
+            task_id.clone(),
+            WorkflowIdConflictPolicy::UseExisting,
+        )
+        .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
+        .build();
+        let update = self.client.execute_update_with_start_workflow(
+            TaskWorkflow::run,
+            input,
+            TaskWorkflow::inbox,
+            item,
+            options,
+        );
+        match self.bounded("the message", self.gates.deliver(&task_id, update)).await? {
+            Ok(receipt) => Ok(receipt),
+            Err(e) => Err(self.update_error(store, &task_id, e).await),
+        }
+    }
+
+    /// Maps a failed update-with-start to the A2A error the client should see.
+    async fn update_error(&self, store: &Store, task_id: &str, e: WorkflowUpdateWithStartError) -> A2AError {
+        match classify(&e) {
+            UpdateFailure::Refused(r) => {
+                let kind = match r.kind {
+                    RefusalKind::InvalidMessage => ErrorKind::InvalidParams,
+                    RefusalKind::TaskEnded => ErrorKind::UnsupportedOperation,
+                };
+                return A2AError::new(kind, r.message).with("taskId", task_id);
+            }
+            UpdateFailure::Closed => {
+                // A run Temporal closed without the task ending (a limit, an operator) is
+                // ended in the store first, so this and every later message is refused
+                // naming the state (S7).
+                if let Err(why) = crate::reconcile::ended_run(&self.client, store, task_id).await {
+                    tracing::warn!(task_id, why, "could not check how the task's run ended");
+                }
+                if let Ok(Some(head)) = store.task_head(task_id).await
+                    && head.state.is_terminal()
+                {
+                    return A2AError::unsupported(harness_workflow::terminal_refusal(head.state))
+                        .with("taskId", task_id)
+                        .with("state", head.state.as_str());
+                }
+            }
+            UpdateFailure::Unreachable => {
+                tracing::error!(task_id, error = %e, "update-with-start failed");
+                return A2AError::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "Temporal is unreachable: the message to task {task_id} was not delivered; retry it (same \
+                         messageId) in a few seconds"
+                    ),
+                );
+            }
+            UpdateFailure::Other => {}
+        }
+        tracing::error!(task_id, error = %e, "update-with-start failed");
+        A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
+    }
+
+    /// The task as its workflow sees it: `Ok(None)` when there is no such workflow.
+    pub async fn task(&self, task_id: &str) -> Result<Option<Task>, A2AError> {
+        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
+        let query = handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default());
+        match self.bounded("the task query", self.gates.query(task_id, query)).await? {
+            Ok(task) => Ok(Some(task)),
+            Err(WorkflowQueryError::NotFound(_)) => Ok(None),
+            Err(e) => Err(A2AError::internal(format!("the task query failed: {e}"))),
+        }
+    }
+
+    /// Signals a task's workflow to cancel (S7). A refused signal is `Internal`, a timeout
+    /// `Unavailable`.
+    pub async fn cancel(&self, task_id: &str) -> Result<(), A2AError> {
+        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
+        let reason = CancelRequest { reason: "CancelTask".into() };
+        self.bounded("the cancel", handle.signal(TaskWorkflow::cancel, reason, WorkflowSignalOptions::default()))
+            .await?
+            .map_err(|e| A2AError::internal(format!("could not cancel task {task_id}: {e}")))
+    }
+
+    /// The task queue a task's workflow runs on; `None` when it cannot be described.
+    pub async fn queue_of(&self, task_id: &str) -> Result<Option<String>, A2AError> {
+        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
+        let described = self
+            .bounded("the describe", handle.describe(temporalio_client::WorkflowDescribeOptions::default()))
+            .await?;
+        Ok(described.ok().and_then(|d| {
+            d.raw_description.execution_config.as_ref().and_then(|c| c.task_queue.as_ref()).map(|q| q.name.clone())
+        }))
+    }
+
+    /// A running task's mailbox and turn (S20); `None` when its workflow does not answer.
+    pub async fn monitor(&self, task_id: &str) -> Option<MonitorRow> {
+        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
+        let query = handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default());
+        match self.bounded("the monitor query", self.gates.query(task_id, query)).await {
+            Ok(Ok(r)) => Some(r),
+            Ok(Err(e)) => {
+                tracing::debug!(task_id, error = %e, "monitor: query failed");
+                None
+            }
+            Err(e) => {
+                tracing::debug!(task_id, error = %e.message, "monitor: query timed out");
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use temporalio_client::errors::WorkflowStartError;
+    use temporalio_common::data_converters::{DataConverter, SerializationContextData};
+    use temporalio_common::error::{ApplicationFailure, OutgoingError, OutgoingWorkflowError};
+
+    /// A validator's error as the update's failure, encoded as the SDK encodes it.
+    fn rejected(err: Box<dyn std::error::Error + Send + Sync>) -> WorkflowUpdateWithStartError {
+        let wrapped = OutgoingWorkflowError::Application(Box::new(ApplicationFailure::new(err)));
+        let failure =
+            DataConverter::default().to_failure(&SerializationContextData::None, OutgoingError::Workflow(wrapped));
+        WorkflowUpdateWithStartError::Update(WorkflowUpdateError::Failed(Box::new(failure)))
+    }
+
+    #[test]
+    fn each_refusal_kind_is_read_by_type() {
+        for refusal in
+            [Refusal::task_ended(a2a_types::TaskState::Canceled), Refusal::invalid_message("the message has no parts")]
+        {
+            assert_eq!(classify(&rejected(refusal.clone().into_error())), UpdateFailure::Refused(refusal));
+        }
+        // The old text encoding, or any other failure, is no refusal.
+        assert_eq!(classify(&rejected("refused:UNSUPPORTED_OPERATION:3:abc".into())), UpdateFailure::Other);
+    }
+
+    #[test]
+    fn closed_runs_and_unreachable_servers_are_read_from_status_codes() {
+        let closed = WorkflowUpdateWithStartError::Update(WorkflowUpdateError::NotFound(Status::not_found(
+            "workflow execution already completed",
+        )));
+        assert_eq!(classify(&closed), UpdateFailure::Closed);
+        let started = WorkflowUpdateWithStartError::Start(WorkflowStartError::AlreadyStarted {
+            run_id: None,
+            source: Status::already_exists("x"),
+        });
+        assert_eq!(classify(&started), UpdateFailure::Closed);
+        let down = WorkflowUpdateWithStartError::Rpc(Status::unavailable("tcp connect error"));
+        assert_eq!(classify(&down), UpdateFailure::Unreachable);
+        let other = WorkflowUpdateWithStartError::Rpc(Status::internal("boom"));
+        assert_eq!(classify(&other), UpdateFailure::Other);
+    }
+}
