@@ -95,9 +95,12 @@ proto_enum!(
 );
 
 impl TaskState {
+    /// The terminal states, the one list of them (the store's SQL is made from it).
+    pub const TERMINAL: [TaskState; 4] = [Self::Completed, Self::Failed, Self::Canceled, Self::Rejected];
+
     /// Completed, failed, canceled or rejected: nothing more happens to the task.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Canceled | Self::Rejected)
+        Self::TERMINAL.contains(self)
     }
     /// The task waits for its client (input or auth required).
     pub fn is_interrupted(&self) -> bool {

@@ -383,3 +383,50 @@ async fn a_turns_activity_input_stays_one_message_however_long_the_conversation_
         .collect();
     assert_eq!(texts, ["five", "noted"], "a blocking reply's historyLength is read from the store: {last_two}");
 }
+
+/// Issue 14 item 3: the `inbox` validator's refusals reach a client of Temporal typed: an
+/// application failure of type `TinyHarnessRefusal` whose detail is the refusal, one for
+/// each kind, read without looking at any error text.
+#[tokio::test]
+async fn each_refusal_of_the_inbox_validator_crosses_temporal_typed() {
+    use harness_workflow::{InboxItem, REFUSAL_FAILURE_TYPE, Refusal, RefusalKind, TaskWorkflow};
+    use temporalio_client::WorkflowExecuteUpdateOptions;
+    use temporalio_client::errors::WorkflowUpdateError;
+
+    let h = HarnessProcess::start(HarnessOptions { linger_secs: 30, ..Default::default() }).await;
+    let c = h.client();
+    let r = c.send(user_text("start"), json!({})).await;
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
+    let temporal = h.temporal().await;
+    let handle = temporal.get_workflow_handle::<TaskWorkflow>(id.as_str());
+    let refusal_of = |item: InboxItem| {
+        let handle = &handle;
+        async move {
+            match handle.execute_update(TaskWorkflow::inbox, item, WorkflowExecuteUpdateOptions::default()).await {
+                Err(WorkflowUpdateError::Failed(failure)) => {
+                    let cause = failure.cause.as_deref().expect("the typed failure is the cause");
+                    let Some(temporalio_common::protos::temporal::api::failure::v1::failure::FailureInfo::ApplicationFailureInfo(info)) =
+                        &cause.failure_info
+                    else {
+                        panic!("not an application failure: {cause:?}")
+                    };
+                    assert_eq!(info.r#type, REFUSAL_FAILURE_TYPE);
+                    Refusal::from_failure(&failure).expect("a refusal")
+                }
+                other => panic!("the update was not refused: {other:?}"),
+            }
+        }
+    };
+    let item = |message_id: &str, parts: Value| {
+        let message = json!({"messageId": message_id, "role": "ROLE_USER", "taskId": id, "parts": parts});
+        InboxItem { request_id: message_id.to_string(), message: serde_json::from_value(message).unwrap() }
+    };
+
+    let empty = refusal_of(item("no-parts", json!([]))).await;
+    assert_eq!(empty.kind, RefusalKind::InvalidMessage, "{empty:?}");
+
+    let canceled = c.rpc("CancelTask", json!({"id": id})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    let ended = refusal_of(item("after-cancel", json!([{"text": "too late"}]))).await;
+    assert_eq!(ended, Refusal::task_ended(a2a_types::TaskState::Canceled));
+}

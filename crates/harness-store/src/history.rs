@@ -4,7 +4,7 @@
 //! same in a long conversation as in a short one; reads put the task back together from its
 //! row's snapshot (the task's head) and these rows (docs/event-log.md).
 
-use crate::event_log::NewEvent;
+use crate::NewEvent;
 use crate::{Store, StoreError};
 use a2a_types::{Artifact, Message, Task};
 use sqlx::{AnyConnection, Row};
@@ -180,7 +180,7 @@ impl Store {
         for r in chores {
             let chore: String = r.try_get("chore")?;
             match chore.as_str() {
-                "split-snapshots" => self.write(Box::new(|conn| Box::pin(split_snapshots(conn)))).await?,
+                "split-snapshots" => transaction!(self, move |conn| { split_snapshots(conn).await }).await?,
                 other => tracing::warn!(chore = other, "unknown store chore left as it is"),
             }
         }
@@ -214,4 +214,103 @@ async fn split_snapshots(conn: &mut AnyConnection) -> Result<(), StoreError> {
     }
     sqlx::query("DELETE FROM store_chores WHERE chore = 'split-snapshots'").execute(&mut *conn).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+
+    on_both!(history_and_artifacts_are_stored_one_row_each_and_read_back_whole, history_rows);
+    on_both!(snapshots_stored_whole_by_an_older_version_are_split_once, split_chore);
+
+    async fn history_rows(store: Store) {
+        // The Task event carries a whole task: its one message counts from index 0.
+        let mut open = opened("t", "c", "2026-01-01T00:00:01.000Z", "q");
+        open.snapshot.as_mut().unwrap().history.push(message("m0"));
+        store.append(&open).await.unwrap();
+        let turn = |key: &str, from: i64, history: Vec<a2a_types::Message>, artifacts: Vec<(i64, Artifact)>| NewEvent {
+            history,
+            history_from: from,
+            artifacts,
+            ..new("t", key, status("t", TaskState::Working))
+        };
+        store.append(&turn("w1", 1, vec![message("m1")], vec![])).await.unwrap();
+        store.append(&turn("f1", 2, vec![message("m2")], vec![(0, artifact("a", "one"))])).await.unwrap();
+        // A retried event writes nothing twice; an artifact changed later keeps its place.
+        let again = store.append(&turn("f1", 2, vec![message("m2")], vec![(0, artifact("a", "one"))])).await.unwrap();
+        assert!(!again.new);
+        let changed = vec![(1, artifact("b", "two")), (0, artifact("a", "one, then more"))];
+        store.append(&turn("f2", 3, vec![message("m3")], changed)).await.unwrap();
+
+        let whole = store.task("t", None).await.unwrap().unwrap().task;
+        assert_eq!(ids(&whole.history), ["m0", "m1", "m2", "m3"]);
+        assert_eq!(whole.artifacts, vec![artifact("a", "one, then more"), artifact("b", "two")]);
+        assert_eq!(ids(&store.task("t", Some(2)).await.unwrap().unwrap().task.history), ["m2", "m3"]);
+        assert!(store.task("t", Some(0)).await.unwrap().unwrap().task.history.is_empty());
+        let raw = raw_snapshot(&store, "t").await;
+        assert!(!raw.contains("m0") && !raw.contains("one"), "the row keeps the task's head only: {raw}");
+        // What a model turn reads of the conversation before index 3.
+        assert_eq!(ids(&store.history("t", 3, None).await.unwrap()), ["m0", "m1", "m2"]);
+        assert_eq!(ids(&store.history("t", 3, Some(1)).await.unwrap()), ["m2"]);
+
+        let mut other = opened("u", "c", "2026-01-01T00:00:00.000Z", "q");
+        other.snapshot.as_mut().unwrap().history.push(message("u0"));
+        store.append(&other).await.unwrap();
+        let q = TaskQuery { task_queue: "q".into(), limit: 10, history_length: Some(1), ..Default::default() };
+        let page = store.list_tasks(&q).await.unwrap();
+        let listed: Vec<(&str, Vec<&str>, usize)> =
+            page.tasks.iter().map(|t| (t.id.as_str(), ids(&t.history), t.artifacts.len())).collect();
+        assert_eq!(listed, [("t", vec!["m3"], 0), ("u", vec!["u0"], 0)], "newest messages, no artifacts unless asked");
+        let all = TaskQuery { history_length: None, include_artifacts: true, ..q };
+        let page = store.list_tasks(&all).await.unwrap();
+        assert_eq!((ids(&page.tasks[0].history).len(), page.tasks[0].artifacts.len()), (4, 2));
+    }
+
+    async fn split_chore(store: Store) {
+        // A row as an older version stored it: the whole task in its snapshot.
+        let task = Task {
+            id: "old".into(),
+            context_id: "c".into(),
+            status: TaskStatus { state: TaskState::InputRequired, ..Default::default() },
+            history: vec![message("m0"), message("m1")],
+            artifacts: vec![artifact("reply-1", "hello")],
+            metadata: None,
+        };
+        sqlx::query(
+            "INSERT INTO tasks (task_id, context_id, state, task_queue, snapshot, last_seq) \
+             VALUES ('old', 'c', 'TASK_STATE_INPUT_REQUIRED', 'q', $1, 3)",
+        )
+        .bind(serde_json::to_string(&task).unwrap())
+        .execute(store.reads())
+        .await
+        .unwrap();
+        sqlx::query("INSERT INTO store_chores (chore) VALUES ('split-snapshots')")
+            .execute(store.reads())
+            .await
+            .unwrap();
+        store.run_chores().await.unwrap();
+        assert_eq!(store.task("old", None).await.unwrap().unwrap().task, task, "nothing was lost");
+        assert_eq!(raw_snapshot(&store, "old").await, serde_json::to_string(&task.head()).unwrap());
+        let left = sqlx::query("SELECT chore FROM store_chores").fetch_all(store.reads()).await.unwrap();
+        assert!(left.is_empty(), "the chore runs once");
+        // The next message goes on from index 2.
+        let next = NewEvent {
+            history: vec![message("m2")],
+            history_from: 2,
+            ..new("old", "w", status("old", TaskState::Working))
+        };
+        store.append(&next).await.unwrap();
+        assert_eq!(ids(&store.task("old", None).await.unwrap().unwrap().task.history), ["m0", "m1", "m2"]);
+    }
+
+    async fn raw_snapshot(store: &Store, task_id: &str) -> String {
+        sqlx::query("SELECT snapshot FROM tasks WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_one(store.reads())
+            .await
+            .unwrap()
+            .try_get("snapshot")
+            .unwrap()
+    }
 }

@@ -73,12 +73,10 @@ impl Store {
     ) -> Result<(), StoreError> {
         let row = inbox_row(request_id, task_id, message, outcome)?;
         let sender = sender.to_string();
-        self.write(Box::new(move |conn| {
-            Box::pin(async move {
-                insert_inbox(conn, row, &sender, None).await?;
-                Ok(())
-            })
-        }))
+        transaction!(self, move |conn| {
+            insert_inbox(conn, row, &sender, None).await?;
+            Ok(())
+        })
         .await
     }
 
@@ -99,21 +97,18 @@ impl Store {
         let row = inbox_row(request_id, task_id, message, InboxOutcome::Received)?;
         let (task_id, participants) = (task_id.to_string(), participants.to_vec());
         let (sender, opens) = (sender.to_string(), opens.to_string());
-        self.write(Box::new(move |conn| {
-            Box::pin(async move {
-                let inserted = insert_inbox(&mut *conn, row, &sender, Some(&opens)).await?;
-                if !inserted {
-                    let prior =
-                        sqlx::query("SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE opens = $1")
-                            .bind(opens.as_str())
-                            .fetch_one(&mut *conn)
-                            .await?;
-                    return Ok(Some(prior_of(&prior)?));
-                }
-                crate::participants::insert_participants(&mut *conn, &task_id, participants).await?;
-                Ok(None)
-            })
-        }))
+        transaction!(self, move |conn| {
+            let inserted = insert_inbox(&mut *conn, row, &sender, Some(&opens)).await?;
+            if !inserted {
+                let prior = sqlx::query("SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE opens = $1")
+                    .bind(opens.as_str())
+                    .fetch_one(&mut *conn)
+                    .await?;
+                return Ok(Some(prior_of(&prior)?));
+            }
+            crate::participants::insert_participants(&mut *conn, &task_id, participants).await?;
+            Ok(None)
+        })
         .await
     }
 
@@ -140,17 +135,15 @@ impl Store {
             _ => None,
         };
         let (request_id, outcome) = (request_id.to_string(), outcome.as_text());
-        self.write(Box::new(move |conn| {
-            Box::pin(async move {
-                sqlx::query("UPDATE inbox SET outcome = $2, receipt_cursor = $3 WHERE request_id = $1")
-                    .bind(request_id)
-                    .bind(outcome)
-                    .bind(cursor)
-                    .execute(conn)
-                    .await?;
-                Ok(())
-            })
-        }))
+        transaction!(self, move |conn| {
+            sqlx::query("UPDATE inbox SET outcome = $2, receipt_cursor = $3 WHERE request_id = $1")
+                .bind(request_id)
+                .bind(outcome)
+                .bind(cursor)
+                .execute(conn)
+                .await?;
+            Ok(())
+        })
         .await
     }
 
@@ -243,4 +236,67 @@ async fn insert_inbox(
     }
     let done = insert.bind(sender.to_string()).bind(opens.map(str::to_string)).execute(conn).await?;
     Ok(done.rows_affected() == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+
+    on_both!(a_new_tasks_audit_row_and_participants_are_written_together_or_not_at_all, new_task_inbox);
+    on_both!(a_retried_first_message_finds_the_task_its_first_attempt_opened, retried_first_message);
+
+    async fn new_task_inbox(store: Store) {
+        let m = a2a_types::Message::agent_text("m1", "hi");
+        let first = [("agent".to_string(), "assignee".to_string()), ("alice".to_string(), "reporter".to_string())];
+        assert_eq!(store.record_new_task_inbox("r1", "t", &m, &first, "alice", "alice\nm1").await.unwrap(), None);
+        let rows = store.inbox_of("t").await.unwrap();
+        assert_eq!((rows.len(), rows[0].outcome.as_str()), (1, "received"));
+        assert_eq!(store.participant_role("t", "alice").await.unwrap().as_deref(), Some("reporter"));
+        assert_eq!(store.participant_role("t", "agent").await.unwrap().as_deref(), Some("assignee"));
+        // A refused audit row (the request id is taken) takes its participants with it.
+        let err =
+            store.record_new_task_inbox("r1", "t", &m, &[("mallory".into(), "reporter".into())], "", "\nm1").await;
+        let err = err.unwrap_err().to_string();
+        assert!(err.contains("UNIQUE") || err.contains("unique") || err.contains("duplicate"), "{err}");
+        assert_eq!(store.participant_role("t", "mallory").await.unwrap(), None);
+        assert_eq!(store.inbox_of("t").await.unwrap().len(), 1);
+    }
+
+    async fn retried_first_message(store: Store) {
+        let m = Message::agent_text("m1", "hi");
+        let agent = [("agent".to_string(), "assignee".to_string())];
+        assert_eq!(store.record_new_task_inbox("r1", "t1", &m, &agent, "", "\nm1").await.unwrap(), None);
+        // The same sender and id again (a retry, or a race with the first attempt): the row
+        // of the first names its task, and nothing is written.
+        let prior = store.record_new_task_inbox("r2", "t2", &m, &agent, "", "\nm1").await.unwrap().unwrap();
+        assert_eq!((prior.task_id.as_str(), prior.accepted(), prior.cursor), ("t1", false, None));
+        assert_eq!(store.participant_role("t2", "agent").await.unwrap(), None, "the retry opened nothing");
+        // Another sender's message with the same id opens its own task.
+        assert_eq!(store.record_new_task_inbox("r3", "t3", &m, &agent, "bob", "bob\nm1").await.unwrap(), None);
+        store.set_inbox_outcome("r1", crate::InboxOutcome::Accepted(0)).await.unwrap();
+        let prior = store.record_new_task_inbox("r4", "t4", &m, &agent, "", "\nm1").await.unwrap().unwrap();
+        assert_eq!((prior.task_id.as_str(), prior.accepted(), prior.cursor), ("t1", true, Some(0)));
+        // A follow-up's earlier delivery, the accepted one first.
+        store
+            .record_inbox("r5", "t1", &Message::agent_text("m2", "x"), crate::InboxOutcome::Received, "")
+            .await
+            .unwrap();
+        store.set_inbox_outcome("r5", crate::InboxOutcome::Accepted(4)).await.unwrap();
+        store
+            .record_inbox("r6", "t1", &Message::agent_text("m2", "x"), crate::InboxOutcome::Received, "")
+            .await
+            .unwrap();
+        let prior = store.prior_message("t1", "m2").await.unwrap().unwrap();
+        assert_eq!((prior.accepted(), prior.cursor), (true, Some(4)));
+        assert_eq!(store.prior_message("t1", "m9").await.unwrap(), None);
+        // A refused body keeps an excerpt, its length and digest, not the whole of it.
+        let big = Message::agent_text("m3", "x".repeat(100_000));
+        store.record_inbox("r7", "t1", &big, crate::InboxOutcome::Refused("too big".into()), "").await.unwrap();
+        let row = store.inbox_of("t1").await.unwrap().into_iter().find(|r| r.request_id == "r7").unwrap();
+        let body: serde_json::Value = serde_json::from_str(&row.body).unwrap();
+        assert!(row.body.len() < 2 * crate::REFUSED_EXCERPT, "{}", row.body.len());
+        assert_eq!(body["bytes"].as_u64(), Some(serde_json::to_string(&big).unwrap().len() as u64));
+        assert_eq!(body["sha256"].as_str().map(str::len), Some(64));
+    }
 }

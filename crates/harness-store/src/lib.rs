@@ -7,19 +7,34 @@
 //! Must never: talk to Temporal, or decide anything about a task's lifecycle beyond the
 //! fence that refuses events after a terminal one.
 
-mod event_log;
+/// One write of the store: `body` runs on `conn`, a connection already inside a
+/// transaction ([`Store::write`]); the macro hides the boxing a write needs.
+macro_rules! transaction {
+    ($store:expr, move |$conn:ident| $body:block) => {
+        $store.write(Box::new(move |$conn: &mut sqlx::AnyConnection| Box::pin(async move $body)))
+    };
+}
+
+mod append;
 mod history;
 mod inbox;
+mod listing;
 mod notifier;
 mod participants;
 mod push;
+mod reads;
+mod sql;
+#[cfg(test)]
+mod test_support;
 pub mod testing;
 mod writer;
 
-pub use event_log::{Appended, LoggedEvent, NewEvent, OpenTask, Stored, TaskHead, TaskPage, TaskQuery, TaskRow};
+pub use append::{Appended, NewEvent, Stored};
 pub use inbox::{InboxOutcome, InboxRow, PriorMessage, REFUSED_EXCERPT};
+pub use listing::{TaskPage, TaskQuery};
 pub use notifier::{Notifier, Wake};
 pub use push::{PUSH_LEASE, PendingPush, PushRow};
+pub use reads::{LoggedEvent, OpenTask, TaskHead, TaskRow};
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, ConnectOptions, Executor};

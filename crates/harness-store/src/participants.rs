@@ -8,10 +8,7 @@ impl Store {
     /// Adds participants to a task (an existing one keeps its role).
     pub async fn add_participants(&self, task_id: &str, participants: &[(String, String)]) -> Result<(), StoreError> {
         let (task_id, participants) = (task_id.to_string(), participants.to_vec());
-        self.write(Box::new(move |conn| {
-            Box::pin(async move { insert_participants(conn, &task_id, participants).await })
-        }))
-        .await
+        transaction!(self, move |conn| { insert_participants(conn, &task_id, participants).await }).await
     }
 
     /// The role of a participant on a task, `None` when not on it.

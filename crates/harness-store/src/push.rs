@@ -66,22 +66,20 @@ impl Store {
     /// Creates or replaces the config `(task_id, config_id)`.
     pub async fn put_push_config(&self, row: &PushRow) -> Result<(), StoreError> {
         let (row, created) = (row.clone(), now());
-        self.write(Box::new(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO push_configs (task_id, config_id, url, sealed, created_at) VALUES ($1, $2, $3, $4, $5) \
+        transaction!(self, move |conn| {
+            sqlx::query(
+                "INSERT INTO push_configs (task_id, config_id, url, sealed, created_at) VALUES ($1, $2, $3, $4, $5) \
                      ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, sealed = excluded.sealed",
-                )
-                .bind(row.task_id)
-                .bind(row.config_id)
-                .bind(row.url)
-                .bind(row.sealed)
-                .bind(created)
-                .execute(conn)
-                .await?;
-                Ok(())
-            })
-        }))
+            )
+            .bind(row.task_id)
+            .bind(row.config_id)
+            .bind(row.url)
+            .bind(row.sealed)
+            .bind(created)
+            .execute(conn)
+            .await?;
+            Ok(())
+        })
         .await
     }
 
@@ -117,23 +115,21 @@ impl Store {
         let take_all = i64::from(starting && self.backend() == Backend::Sqlite);
         let (queue, mine, now_ms, lease) =
             (task_queue.to_string(), claim.clone(), epoch_ms(SystemTime::now()), lease_from_now());
-        self.write(Box::new(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "UPDATE push_outbox SET claim = $1, claimed_until = $2 \
+        transaction!(self, move |conn| {
+            sqlx::query(
+                "UPDATE push_outbox SET claim = $1, claimed_until = $2 \
                      WHERE (claimed_until < $3 OR $4 = 1) \
                      AND task_id IN (SELECT task_id FROM tasks WHERE task_queue = $5)",
-                )
-                .bind(mine)
-                .bind(lease)
-                .bind(now_ms)
-                .bind(take_all)
-                .bind(queue)
-                .execute(conn)
-                .await?;
-                Ok(())
-            })
-        }))
+            )
+            .bind(mine)
+            .bind(lease)
+            .bind(now_ms)
+            .bind(take_all)
+            .bind(queue)
+            .execute(conn)
+            .await?;
+            Ok(())
+        })
         .await?;
         let rows = sqlx::query(
             "SELECT o.task_id, o.config_id, o.seq, c.url, c.sealed, e.body FROM push_outbox o \
@@ -161,17 +157,15 @@ impl Store {
     /// A delivery is over (posted, or given up): it leaves the outbox.
     pub async fn push_done(&self, task_id: &str, config_id: &str, seq: i64) -> Result<(), StoreError> {
         let (task_id, config_id) = (task_id.to_string(), config_id.to_string());
-        self.write(Box::new(move |conn| {
-            Box::pin(async move {
-                sqlx::query("DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2 AND seq = $3")
-                    .bind(task_id)
-                    .bind(config_id)
-                    .bind(seq)
-                    .execute(conn)
-                    .await?;
-                Ok(())
-            })
-        }))
+        transaction!(self, move |conn| {
+            sqlx::query("DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2 AND seq = $3")
+                .bind(task_id)
+                .bind(config_id)
+                .bind(seq)
+                .execute(conn)
+                .await?;
+            Ok(())
+        })
         .await
     }
 
@@ -184,23 +178,20 @@ impl Store {
     /// Deletes a config; deleting a missing one is not an error. True when a row went.
     pub async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
         let (task_id, config_id) = (task_id.to_string(), config_id.to_string());
-        let deleted = self
-            .write(Box::new(move |conn| {
-                Box::pin(async move {
-                    let done = sqlx::query("DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2")
-                        .bind(task_id.as_str())
-                        .bind(config_id.as_str())
-                        .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2")
-                        .bind(task_id)
-                        .bind(config_id)
-                        .execute(conn)
-                        .await?;
-                    Ok(done.rows_affected())
-                })
-            }))
-            .await?;
+        let deleted = transaction!(self, move |conn| {
+            let done = sqlx::query("DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2")
+                .bind(task_id.as_str())
+                .bind(config_id.as_str())
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query("DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2")
+                .bind(task_id)
+                .bind(config_id)
+                .execute(conn)
+                .await?;
+            Ok(done.rows_affected())
+        })
+        .await?;
         Ok(deleted > 0)
     }
 }
@@ -212,4 +203,104 @@ fn row(r: &sqlx::any::AnyRow) -> Result<PushRow, StoreError> {
         url: r.try_get("url")?,
         sealed: r.try_get("sealed")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+
+    on_both!(push_configs_and_participants_round_trip, push_and_participants);
+    on_both!(an_append_says_whether_the_task_has_push_configs, append_reports_push_configs);
+    on_both!(pushed_events_wait_in_the_outbox_until_done_and_an_unheld_one_is_taken_over, push_outbox);
+
+    async fn push_and_participants(store: Store) {
+        let row =
+            crate::PushRow { task_id: "t".into(), config_id: "c".into(), url: "https://h".into(), sealed: "s1".into() };
+        store.put_push_config(&row).await.unwrap();
+        store.put_push_config(&crate::PushRow { sealed: "s2".into(), ..row.clone() }).await.unwrap();
+        assert_eq!(store.push_config("t", "c").await.unwrap().unwrap().sealed, "s2", "a put replaces");
+        assert_eq!(store.push_configs("t").await.unwrap().len(), 1);
+        assert!(store.delete_push_config("t", "c").await.unwrap());
+        assert!(!store.delete_push_config("t", "c").await.unwrap(), "deleting again is not an error");
+        store.add_participants("t", &[("alice".into(), "reporter".into())]).await.unwrap();
+        store.add_participants("t", &[("alice".into(), "watcher".into())]).await.unwrap();
+        assert_eq!(store.participant_role("t", "alice").await.unwrap().as_deref(), Some("reporter"));
+        assert_eq!(store.participant_role("t", "bob").await.unwrap(), None);
+    }
+
+    async fn append_reports_push_configs(store: Store) {
+        let config = |task: &str| crate::PushRow {
+            task_id: task.into(),
+            config_id: "c".into(),
+            url: "https://hooks.example.com/a2a".into(),
+            sealed: "s".into(),
+        };
+        // A task's first event (its row does not exist yet), without and with a config
+        // stored before it (a config sent with the task's first message).
+        let plain = store.append(&new("plain", "k1", status("plain", TaskState::Working))).await.unwrap();
+        assert!(!plain.pushes, "a task without push configs");
+        store.put_push_config(&config("early")).await.unwrap();
+        let early = store.append(&new("early", "k1", status("early", TaskState::Working))).await.unwrap();
+        assert!(early.pushes, "a config stored before the task's first event");
+        // A later event sees a config added in between, and no longer once it is deleted.
+        store.put_push_config(&config("plain")).await.unwrap();
+        let later = store.append(&new("plain", "k2", status("plain", TaskState::Working))).await.unwrap();
+        assert!(later.new && later.pushes, "a config added after the first event");
+        let retry = store.append(&new("plain", "k2", status("plain", TaskState::Working))).await.unwrap();
+        assert_eq!(
+            retry,
+            Appended { seq: 2, new: false, pushes: false, rewrote: false },
+            "a retry is not pushed again"
+        );
+        store.delete_push_config("plain", "c").await.unwrap();
+        let after = store.append(&new("plain", "k3", status("plain", TaskState::Working))).await.unwrap();
+        assert!(!after.pushes, "the config was deleted");
+    }
+
+    async fn push_outbox(store: Store) {
+        let config = |id: &str| crate::PushRow {
+            task_id: "t".into(),
+            config_id: id.into(),
+            url: format!("https://hooks.example.com/{id}"),
+            sealed: format!("sealed-{id}"),
+        };
+        store.put_push_config(&config("a")).await.unwrap();
+        store.put_push_config(&config("b")).await.unwrap();
+        let task = StreamResponse::Task(a2a_types::Task { id: "t".into(), ..Default::default() });
+        assert!(store.append(&new("t", "k1", task)).await.unwrap().pushes, "the Task is pushed");
+        let chunk = StreamResponse::ArtifactUpdate(a2a_types::TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            artifact: artifact("x", "chunk"),
+            ..Default::default()
+        });
+        assert!(!store.append(&new("t", "k2", chunk)).await.unwrap().pushes, "an artifact chunk is not pushed");
+        assert!(store.append(&new("t", "k3", status("t", TaskState::Working))).await.unwrap().pushes);
+        assert_eq!(store.pending_pushes().await.unwrap(), 4, "two pushed events, each for two configs");
+
+        // The appending process holds them: nobody takes them over while the lease runs.
+        assert!(store.claim_pushes("q", false).await.unwrap().is_empty());
+        // An SQLite store's only process, starting, takes them all: the one that appended
+        // them is gone. A Postgres store may have other processes: it waits for the lease.
+        let taken = store.claim_pushes("q", true).await.unwrap();
+        if store.backend() == crate::Backend::Postgres {
+            assert!(taken.is_empty(), "{taken:?}");
+            sqlx::query("UPDATE push_outbox SET claimed_until = 0").execute(store.reads()).await.unwrap();
+            assert!(store.claim_pushes("other-queue", false).await.unwrap().is_empty(), "another queue's tasks");
+            let taken = store.claim_pushes("q", false).await.unwrap();
+            assert_eq!(taken.len(), 4, "a run-out lease is taken over");
+        } else {
+            let order: Vec<(&str, i64)> = taken.iter().map(|p| (p.config_id.as_str(), p.seq)).collect();
+            assert_eq!(order, [("a", 1), ("a", 3), ("b", 1), ("b", 3)], "per config, in log order");
+            assert_eq!(taken[0].url, "https://hooks.example.com/a");
+            assert_eq!(taken[0].sealed, "sealed-a");
+            assert!(taken[1].body.contains("TASK_STATE_WORKING"), "the event as the log holds it");
+        }
+        assert!(store.claim_pushes("q", false).await.unwrap().is_empty(), "taken anew: held again");
+
+        store.push_done("t", "a", 1).await.unwrap();
+        assert_eq!(store.pending_pushes().await.unwrap(), 3, "a done delivery leaves");
+        store.delete_push_config("t", "b").await.unwrap();
+        assert_eq!(store.pending_pushes().await.unwrap(), 1, "a deleted config's deliveries go with it");
+    }
 }
