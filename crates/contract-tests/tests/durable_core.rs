@@ -419,7 +419,11 @@ async fn each_refusal_of_the_inbox_validator_crosses_temporal_typed() {
     };
     let item = |message_id: &str, parts: Value| {
         let message = json!({"messageId": message_id, "role": "ROLE_USER", "taskId": id, "parts": parts});
-        InboxItem { request_id: message_id.to_string(), message: serde_json::from_value(message).unwrap() }
+        InboxItem {
+            request_id: message_id.to_string(),
+            message: serde_json::from_value(message).unwrap(),
+            skip_working: false,
+        }
     };
 
     let empty = refusal_of(item("no-parts", json!([]))).await;

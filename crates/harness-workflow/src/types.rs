@@ -59,6 +59,15 @@ pub struct InboxItem {
     /// The inbox audit row of this message.
     pub request_id: String,
     pub message: Message,
+    /// The turn on this message goes to its final state without WORKING: the provider said
+    /// so when the message was admitted ([`crate::models::ModelProvider::shows_working`]),
+    /// and it travels with the message, so a replay decides the same.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub skip_working: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The `inbox` update's answer.

@@ -141,10 +141,8 @@ impl TaskWorkflow {
                 s.turn += 1;
                 s.turn
             });
-            // The conformance profile's `tck-stream-002` goes to COMPLETED directly; a
-            // function of the message alone, so replays decide the same.
-            let model = ctx.state(|s| s.input.model.clone());
-            if !crate::models::conformance::skips_working(&model, &item.message.message_id) {
+            // A provider may answer a message straight from SUBMITTED (decided at admission).
+            if !item.skip_working {
                 set_status(ctx, TaskState::Working, None, None).await?;
             }
 

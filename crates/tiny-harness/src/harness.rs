@@ -225,7 +225,8 @@ impl Harness {
         };
         let probe = crate::supervise::spawn_probe(client.clone(), health.clone());
 
-        let instant_model = models.get(&config.agent.model).is_some_and(|m| m.is_instant());
+        let provider = models.get(&config.agent.model);
+        let instant_model = provider.as_ref().is_some_and(|m| m.is_instant());
         if push_key.is_none() {
             tracing::warn!(
                 "push notifications are off: set {} (or `push.key_file`) to turn them on",
@@ -263,17 +264,14 @@ impl Harness {
             store: store.clone(),
             redactor: Redactor::new(config.secret_values()),
             settings: crate::handler::TaskSettings {
-                // The conformance profile runs every task one-shot (docs/conformance.md).
-                lifecycle: if config.agent.model == "conformance" {
-                    harness_workflow::Lifecycle::OneShot
-                } else {
-                    config.agent.lifecycle
-                },
+                // A provider may need a lifecycle of its own (the conformance profile).
+                lifecycle: provider.as_ref().and_then(|p| p.lifecycle()).unwrap_or(config.agent.lifecycle),
                 model: config.agent.model.clone(),
                 linger_secs: config.agent.terminal_linger_secs,
                 instant_model,
                 max_message_bytes: config.agent.max_message_bytes,
                 agent_id: config.agent.id.clone(),
+                provider,
             },
             extended_card: self.inner.extended_card.clone(),
             pusher,

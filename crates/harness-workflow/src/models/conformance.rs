@@ -113,12 +113,6 @@ pub fn script(message_id: &str, text: &str) -> Vec<ModelEvent> {
     }
 }
 
-/// Whether a turn goes from SUBMITTED to its final state without WORKING: only
-/// `tck-stream-002` under the `conformance` model.
-pub fn skips_working(model: &str, message_id: &str) -> bool {
-    model == "conformance" && matching_prefix(message_id) == Some("tck-stream-002")
-}
-
 /// How long `test-resubscribe-message-id` stays WORKING (a client resubscribes meanwhile).
 pub const RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(4);
 
@@ -127,6 +121,16 @@ impl ModelProvider for ConformanceModel {
     /// It answers the turn's message alone.
     fn history_window(&self) -> Option<usize> {
         Some(1)
+    }
+
+    /// Every task runs one-shot (docs/conformance.md).
+    fn lifecycle(&self) -> Option<crate::Lifecycle> {
+        Some(crate::Lifecycle::OneShot)
+    }
+
+    /// `tck-stream-002` goes from SUBMITTED to COMPLETED directly.
+    fn shows_working(&self, message: &a2a_types::Message) -> bool {
+        matching_prefix(&message.message_id) != Some("tck-stream-002")
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {

@@ -1,5 +1,5 @@
 //! Model providers (D6) behind one trait: `echo` (built in, the default), `scripted`
-//! (replies from a file). A real provider (OpenAI-compatible) implements the same trait.
+//! (replies from a file), `conformance` (what A2A conformance kits expect).
 //!
 //! A provider streams [`ModelEvent`]s (text deltas, artifacts of its own, how the turn
 //! ends); `call_model` appends each to the event log as it arrives, so output reaches
@@ -81,6 +81,18 @@ pub trait ModelProvider: Send + Sync {
     /// them). Echo, scripted and the conformance profile answer the turn's message alone.
     fn history_window(&self) -> Option<usize> {
         None
+    }
+
+    /// The lifecycle every task of this provider runs, when it needs one (the conformance
+    /// profile runs one-shot); `None`: the agent's `agent.lifecycle`.
+    fn lifecycle(&self) -> Option<crate::Lifecycle> {
+        None
+    }
+
+    /// Whether a turn on `message` shows WORKING before its final state (the default). Asked
+    /// when the message is admitted; the answer travels with it to the workflow.
+    fn shows_working(&self, _message: &Message) -> bool {
+        true
     }
 }
 

@@ -310,7 +310,8 @@ impl HarnessHandler {
     /// row's outcome (S5) whatever becomes of the caller.
     fn start_delivery(&self, request_id: &str, caller: &Caller, message: Message, target: Target) -> Pending {
         let s = &self.settings;
-        let item = InboxItem { request_id: request_id.to_string(), message: message.clone() };
+        let skip_working = s.provider.as_ref().is_some_and(|p| !p.shows_working(&message));
+        let item = InboxItem { request_id: request_id.to_string(), message: message.clone(), skip_working };
         let input = TaskInput {
             task_id: target.task_id.clone(),
             context_id: target.context_id,

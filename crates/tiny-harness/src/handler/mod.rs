@@ -49,6 +49,8 @@ pub(crate) struct TaskSettings {
     pub max_message_bytes: usize,
     /// The id this agent has as a participant.
     pub agent_id: String,
+    /// The provider of `model`, when this process knows it (it says what its turns need).
+    pub provider: Option<Arc<dyn harness_workflow::models::ModelProvider>>,
 }
 
 /// The harness's [`RequestHandler`].
