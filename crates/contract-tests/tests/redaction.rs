@@ -66,3 +66,38 @@ fn decoded_strings(v: &serde_json::Value, out: &mut Vec<u8>) {
         _ => {}
     }
 }
+
+/// Issue 14 item 6: every request has a trace span that names its task (REST path or
+/// JSON-RPC body alike) and never carries a body: with tower-http's request events on, the
+/// log names the task id and not one word of the message.
+#[tokio::test]
+async fn request_spans_name_the_task_and_never_a_body() {
+    let h = HarnessProcess::start(HarnessOptions {
+        env: vec![("RUST_LOG".into(), "warn,tiny_harness=info,tower_http=debug".into())],
+        ..Default::default()
+    })
+    .await;
+    let c = h.client();
+    let marker = "zebra-quartz-body-text-7731";
+    let r = c.send(user_text(marker), json!({})).await;
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
+    let got = c.rpc("GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["id"], id.as_str(), "{got}");
+    // Without the terminal's colour codes.
+    let mut log = String::new();
+    let mut escaped = false;
+    for ch in h.log().chars() {
+        match (escaped, ch) {
+            (_, '\u{1b}') => escaped = true,
+            (true, 'm') => escaped = false,
+            (true, _) => {}
+            (false, ch) => log.push(ch),
+        }
+    }
+    let spans: Vec<&str> =
+        log.lines().filter(|l| l.contains("request{") && l.contains("finished processing")).collect();
+    assert!(spans.len() >= 2, "a span per request:\n{log}");
+    let named = spans.iter().filter(|l| l.contains(&format!("task_id={id}"))).count();
+    assert!(named >= 2, "the send and the read name their task:\n{log}");
+    assert!(!log.contains(marker), "a message body was logged:\n{log}");
+}

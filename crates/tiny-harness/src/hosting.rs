@@ -2,21 +2,26 @@
 //! routes over the harness's handler slot, the 503 gate, the mount check, the limits, CORS, the
 //! OpenAPI document, `/_monitor` and `/ui`.
 //!
-//! Layers, outermost first: mount check (500 naming both paths), gate (503 before start and
-//! after stop), CORS, limits (413 / 429, before any Temporal call), then the routes.
+//! Layers, outermost first: the request trace (a span per request with its task id, never a
+//! body), mount check (500 naming both paths), gate (503 before start and after stop), CORS,
+//! limits (429, 413, 408: tower-http's body limit and body timeout behind our per-peer rate),
+//! then the routes.
 
 use crate::handler::HarnessHandler;
 use crate::harness::{Harness, Inner};
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{ConnectInfo, OriginalUri, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tower::ServiceBuilder;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
+use tower_http::trace::TraceLayer;
 
 /// Routes and layers a host can turn off one by one (S18). All on by default.
 #[derive(Clone, Debug)]
@@ -86,29 +91,81 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
             routes = routes.nest_service(UI_PATH, tower_http::services::ServeDir::new(dir));
         }
     }
-    if options.limits {
-        routes = routes.layer(axum::middleware::from_fn_with_state(inner.clone(), limits)).layer(
-            tower_http::timeout::RequestBodyTimeoutLayer::new(Duration::from_secs(
-                config.server.body_read_timeout_secs.max(1),
-            )),
-        );
-    }
     let cors = !config.server.cors_origins.is_empty() && options.cors;
     if cors && mount == Mount::AtRoot {
         tracing::warn!(origins = ?config.server.cors_origins, "`server.cors_origins` is set but a host-mounted router does not answer CORS; the host's own layers decide");
-    } else if cors {
+    }
+    // Inside the mount: the 503 gate, then CORS, then the limits (S16: a peer over its rate
+    // is 429, a body over `server.max_request_bytes` 413, a body that arrives too slowly
+    // 408), all before any route and so before any Temporal call. axum's `layer` wraps
+    // what is there, so they are added innermost first.
+    let mut routes = routes;
+    if options.limits {
+        routes = routes.layer(limits(inner.clone()));
+    }
+    if cors && mount == Mount::AtPrefix {
         routes = routes.layer(cors_layer(&config.server.cors_origins));
     }
-    routes = routes.layer(axum::middleware::from_fn_with_state(inner.clone(), gate));
-    let routes = match mount {
-        Mount::AtRoot if !inner.prefix.is_empty() => Router::new().nest(&inner.prefix, routes),
-        _ => routes,
+    let routes = routes.layer(middleware::from_fn_with_state(inner.clone(), gate));
+    let (routes, expected) = match mount {
+        Mount::AtRoot if !inner.prefix.is_empty() => (Router::new().nest(&inner.prefix, routes), String::new()),
+        Mount::AtRoot => (routes, String::new()),
+        Mount::AtPrefix => (routes, inner.prefix.clone()),
     };
-    let expected = match mount {
-        Mount::AtPrefix => inner.prefix.clone(),
-        Mount::AtRoot => String::new(),
-    };
-    routes.layer(axum::middleware::from_fn_with_state(Arc::new((expected, inner.prefix.clone())), mount_check))
+    // Around the mount, outermost first: the request's trace span, then the mount check.
+    routes.layer(
+        ServiceBuilder::new()
+            .layer(TraceLayer::new_for_http().make_span_with(request_span))
+            .layer(middleware::from_fn_with_state(Arc::new((expected, inner.prefix.clone())), mount_check)),
+    )
+}
+
+/// The limits (S16), outermost first: the per-peer rate, then tower-http's body limit (its
+/// 413s answered as a `google.rpc.Status` naming the setting) and body read timeout.
+fn limits(
+    inner: Arc<Inner>,
+) -> impl tower::Layer<
+    axum::routing::Route,
+    Service: tower::Service<Request, Response = Response, Error = std::convert::Infallible, Future: Send>
+                 + Clone
+                 + Send
+                 + Sync
+                 + 'static,
+> + Clone {
+    let max = inner.config.server.max_request_bytes;
+    let read_timeout = Duration::from_secs(inner.config.server.body_read_timeout_secs.max(1));
+    ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(inner, rate_limit))
+        .map_response(move |r: axum::http::Response<_>| too_large_as_status(r.map(axum::body::Body::new), max))
+        .layer(RequestBodyLimitLayer::new(max))
+        .layer(RequestBodyTimeoutLayer::new(read_timeout))
+}
+
+/// The span of a request: its method and path and, once the handler knows it, the task id
+/// ([`record_task_id`]). Never a header or a body: a message or a push token would be
+/// logged with it.
+fn request_span(req: &Request) -> tracing::Span {
+    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), task_id = tracing::field::Empty)
+}
+
+/// Names the task a request is about in its trace span.
+pub(crate) fn record_task_id(task_id: &str) {
+    tracing::Span::current().record("task_id", tracing::field::display(task_id));
+}
+
+/// A 413 from the body limit (plain text from the library, or from a route reading a
+/// chunked body past it) answered as every other error: a `google.rpc.Status` naming the
+/// setting. A route's own JSON answer is left as it is.
+fn too_large_as_status(r: Response, max: usize) -> Response {
+    let json = r.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if r.status() != StatusCode::PAYLOAD_TOO_LARGE || json {
+        return r;
+    }
+    status_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "INVALID_ARGUMENT",
+        format!("the request body is over {max} bytes (`server.max_request_bytes`)"),
+    )
 }
 
 /// A router for a host to merge at its root (S17): the routes carry the prefix, their
@@ -245,11 +302,8 @@ impl RateLimiter {
     }
 }
 
-/// The limits layer (S16): a peer over `rate_limit_per_minute` is 429 with `Retry-After`; a
-/// body over `max_request_bytes` is 413, whether it declares its length or not. Both are
-/// answered before the request reaches a route, so before any Temporal call.
-async fn limits(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Response {
-    let max = inner.config.server.max_request_bytes;
+/// A peer over `server.rate_limit_per_minute` is 429 with `Retry-After` (S16).
+async fn rate_limit(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Response {
     // The peer is the TCP peer when the server gives it; a host that mounts the router
     // without connect info shares one window among its callers.
     let peer =
@@ -263,23 +317,7 @@ async fn limits(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Re
         r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
         return r;
     }
-    let too_large = || {
-        status_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "INVALID_ARGUMENT",
-            format!("the request body is over {max} bytes (`server.max_request_bytes`)"),
-        )
-    };
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return too_large();
-    }
-    let (parts, body) = req.into_parts();
-    let bytes = match axum::body::to_bytes(body, max).await {
-        Ok(b) => b,
-        Err(_) => return too_large(),
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(req).await
 }
 
 async fn ready(State(inner): State<Arc<Inner>>) -> Response {

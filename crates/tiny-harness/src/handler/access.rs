@@ -117,6 +117,7 @@ impl HarnessHandler {
     /// The access policy of every task operation (S13, S19): a task on another queue, or
     /// one a known caller is not on, is not found; a watcher may not cancel.
     pub(crate) async fn check_access(&self, caller: &Caller, task_id: &str, access: Access) -> Result<(), A2AError> {
+        crate::hosting::record_task_id(task_id);
         if !self.owned(task_id).await? {
             return Err(A2AError::task_not_found(task_id));
         }

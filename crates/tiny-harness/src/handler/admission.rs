@@ -93,9 +93,13 @@ impl HarnessHandler {
     ) -> Result<Pending, A2AError> {
         let request_id = uuid::Uuid::new_v4().to_string();
         match self.admission(&request_id, ctx, &req, want_snapshot).await {
-            Ok(pending) => Ok(pending),
+            Ok(pending) => {
+                crate::hosting::record_task_id(&pending.task_id);
+                Ok(pending)
+            }
             Err(Refused::Unaudited(error)) => Err(error),
             Err(Refused::Audited { task_id, message, error }) => {
+                crate::hosting::record_task_id(&task_id);
                 let outcome = InboxOutcome::Refused(error.message.clone());
                 if let Err(e) = self.store.record_inbox(&request_id, &task_id, &message, outcome, "").await {
                     tracing::warn!(error = %e, "could not write the audit row of a refused message");
