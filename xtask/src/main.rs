@@ -49,6 +49,60 @@ fn build_harness() -> Result<()> {
     })
 }
 
+/// Fails on a dependency no crate uses (cargo-machete; `.ci/run` installs it). A crate
+/// whose macros need a dependency no source names lists it under
+/// `[package.metadata.cargo-machete] ignored`. The tool is run as `cargo-machete`, not
+/// through `cargo`: under `cargo run` it takes the subcommand's name for a path to scan.
+fn unused_dependencies() -> Result<()> {
+    let probe = Command::new("cargo-machete").arg("--version").output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        let why = match probe {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(e) => e.to_string(),
+        };
+        bail!("cargo-machete is missing ({why}): `cargo install cargo-machete --locked` (`.ci/run` does)");
+    }
+    run({
+        let mut c = Command::new("cargo-machete");
+        c.arg("--skip-target-dir").current_dir(root());
+        c
+    })
+    .context("unused dependencies (cargo machete): remove them from Cargo.toml")?;
+    let unused = unused_workspace_dependencies()?;
+    if !unused.is_empty() {
+        bail!("`[workspace.dependencies]` lists what no member uses: {}; remove it", unused.join(", "));
+    }
+    Ok(())
+}
+
+/// The entries of `[workspace.dependencies]` that no member's manifest inherits
+/// (cargo-machete reads the members' own lists only).
+fn unused_workspace_dependencies() -> Result<Vec<String>> {
+    let manifest = |path: &Path| -> Result<toml::Table> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+        text.parse().with_context(|| format!("{} is not valid TOML", path.display()))
+    };
+    let workspace = manifest(&root().join("Cargo.toml"))?;
+    let listed = workspace.get("workspace").and_then(|w| w.get("dependencies")).and_then(|d| d.as_table());
+    let mut members = vec![root().join("xtask/Cargo.toml")];
+    for entry in std::fs::read_dir(root().join("crates"))? {
+        let path = entry?.path().join("Cargo.toml");
+        if path.exists() {
+            members.push(path);
+        }
+    }
+    let mut used = std::collections::BTreeSet::new();
+    for member in members {
+        let table = manifest(&member)?;
+        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+            if let Some(deps) = table.get(section).and_then(|d| d.as_table()) {
+                used.extend(deps.keys().cloned());
+            }
+        }
+    }
+    Ok(listed.map(|l| l.keys().filter(|k| !used.contains(*k)).cloned().collect()).unwrap_or_default())
+}
+
 fn has_nextest() -> bool {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["nextest", "--version"])
@@ -176,6 +230,7 @@ fn is_root() -> bool {
 }
 
 async fn test(extra: &[String]) -> Result<()> {
+    unused_dependencies()?;
     build_harness()?;
     let python = interop_venv()?;
     // D2: a Postgres for the store's tests, unless one is given.

@@ -1,7 +1,8 @@
 //! A2A 1.0 protocol types as ProtoJSON (`../shared/a2a-spec/a2a.proto` is normative).
 //!
 //! Owns: the wire types a server or a client needs, the JSON-RPC envelopes and the error
-//! model (codes, HTTP status, `google.rpc.ErrorInfo`). Depends on serde only; no I/O.
+//! model (codes, HTTP status, `google.rpc.ErrorInfo`). Depends on serde, chrono (timestamps)
+//! and thiserror; no I/O.
 //!
 //! ProtoJSON rules followed here: lowerCamelCase names (snake_case accepted on input),
 //! enums as their proto names (integers accepted on input), default values omitted,

@@ -6,7 +6,8 @@
 //! with bounded retries and backoff, off the task's path.
 //! Must never: log a token, a credential or a pushed body; block the caller of `deliver`.
 //!
-//! Not built yet: the push receiver of S15 (`POST /a2a/push/{task_id}`).
+//! The push receiver of S15 (`POST /a2a/push/{task_id}`) is a route of `tiny-harness`
+//! (`hosting.rs`), not of this crate.
 
 mod deliver;
 mod key;
