@@ -7,13 +7,12 @@ use crate::hosting::RouteOptions;
 use crate::temporal_dev::{EmbeddedTemporal, TemporalCliError, find_or_provision_cli};
 use harness_push::{DeliveryPolicy, Pusher};
 use harness_store::Store;
+use harness_workflow::Activities;
 use harness_workflow::models::{ModelRegistry, ScriptedModel};
 use harness_workflow::redaction::Redactor;
-use harness_workflow::{Activities, TaskWorkflow};
 use std::sync::Arc;
 use std::time::Duration;
-use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions};
-use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+use temporalio_client::Client;
 
 /// Why the harness could not start.
 #[derive(Debug, thiserror::Error)]
@@ -193,7 +192,6 @@ impl Harness {
             return Ok(());
         }
         let config = &self.inner.config;
-        let models = self.inner.models.clone();
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             crate::ConfigError(format!("cannot create the data dir {}: {e}", config.data_dir.display()))
         })?;
@@ -202,31 +200,9 @@ impl Harness {
         let store = Store::connect(&config.store_url()).await?;
 
         let health = Arc::new(crate::supervise::Health::default());
-        let (embedded, address) = match config.temporal.mode {
-            TemporalMode::Embedded => {
-                let cli = find_or_provision_cli(config.temporal.cli.as_deref()).await?;
-                let db = config.data_dir.join("temporal.db");
-                let server = EmbeddedTemporal::start(&cli, &db).await?;
-                let address = server.address.clone();
-                // A dev server that dies is started again on the same database and port.
-                (Some(crate::supervise::Supervisor::spawn(cli, db, server, health.clone())), address)
-            }
-            TemporalMode::Remote => (None, config.temporal.address.clone()),
-        };
-        let compression = config.temporal.compression(&address);
-        let client = match connect(&address, &config.temporal.namespace, compression).await {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(server) = embedded {
-                    server.stop().await;
-                }
-                return Err(e);
-            }
-        };
+        let (embedded, client) = temporal(config, health.clone()).await?;
         let probe = crate::supervise::spawn_probe(client.clone(), health.clone());
 
-        let provider = models.get(&config.agent.model);
-        let instant_model = provider.as_ref().is_some_and(|m| m.is_instant());
         if push_key.is_none() {
             tracing::warn!(
                 "push notifications are off: set {} (or `push.key_file`) to turn them on",
@@ -244,41 +220,17 @@ impl Harness {
             };
             p.spawn_sweeper(config.temporal.task_queue.clone(), first)
         });
-        let activities = Activities::new(store.clone(), models, pusher.clone());
+        let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone());
         let worker = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
             let cached = config.temporal.max_cached_workflows;
-            let options = move || task_worker_options(queue.clone(), activities.clone(), cached);
+            let options = move || crate::worker::task_worker_options(queue.clone(), activities.clone(), cached);
             Some(crate::supervise::SupervisedWorker::start(client.clone(), options).await?)
         } else {
             None
         };
 
-        let handler = Arc::new(HarnessHandler {
-            temporal: crate::handler::TaskClient {
-                client,
-                task_queue: config.temporal.task_queue.clone(),
-                timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
-                gates: Default::default(),
-            },
-            store: store.clone(),
-            redactor: Redactor::new(config.secret_values()),
-            settings: crate::handler::TaskSettings {
-                // A provider may need a lifecycle of its own (the conformance profile).
-                lifecycle: provider.as_ref().and_then(|p| p.lifecycle()).unwrap_or(config.agent.lifecycle),
-                model: config.agent.model.clone(),
-                linger_secs: config.agent.terminal_linger_secs,
-                instant_model,
-                max_message_bytes: config.agent.max_message_bytes,
-                agent_id: config.agent.id.clone(),
-                provider,
-            },
-            extended_card: self.inner.extended_card.clone(),
-            pusher,
-            resolver: self.inner.resolver.clone(),
-            owners: Default::default(),
-            health,
-        });
+        let handler = Arc::new(self.request_handler(client, store.clone(), pusher, health));
         let monitor_task = self.inner.options.monitor.then(|| {
             crate::hosting::spawn_monitor(
                 handler.clone(),
@@ -297,6 +249,43 @@ impl Harness {
         *running =
             Some(Running { worker, embedded, probe: Some(probe), store, monitor_task, push_sweeper, reconciler });
         Ok(())
+    }
+
+    /// The request handler over a started store and Temporal client.
+    fn request_handler(
+        &self,
+        client: Client,
+        store: Store,
+        pusher: Option<Arc<Pusher>>,
+        health: Arc<crate::supervise::Health>,
+    ) -> HarnessHandler {
+        let config = &self.inner.config;
+        let provider = self.inner.models.get(&config.agent.model);
+        HarnessHandler {
+            temporal: crate::handler::TaskClient {
+                client,
+                task_queue: config.temporal.task_queue.clone(),
+                timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
+                gates: Default::default(),
+            },
+            store,
+            redactor: Redactor::new(config.secret_values()),
+            settings: crate::handler::TaskSettings {
+                // A provider may need a lifecycle of its own (the conformance profile).
+                lifecycle: provider.as_ref().and_then(|p| p.lifecycle()).unwrap_or(config.agent.lifecycle),
+                model: config.agent.model.clone(),
+                linger_secs: config.agent.terminal_linger_secs,
+                instant_model: provider.as_ref().is_some_and(|m| m.is_instant()),
+                max_message_bytes: config.agent.max_message_bytes,
+                agent_id: config.agent.id.clone(),
+                provider,
+            },
+            extended_card: self.inner.extended_card.clone(),
+            pusher,
+            resolver: self.inner.resolver.clone(),
+            owners: Default::default(),
+            health,
+        }
     }
 
     /// Closes the gate (every request is 503 again), stops the worker (letting running
@@ -342,13 +331,42 @@ impl Harness {
             axum::Router::new().nest(&self.inner.prefix, self.router())
         };
         let server = &self.inner.config.server;
-        let caps = ConnectionCaps {
+        let caps = crate::accept::ConnectionCaps {
             max: server.max_connections.max(1),
             header_read_timeout: Duration::from_secs(server.header_read_timeout_secs.max(1)),
         };
-        let served = serve_connections(listener, app, caps, shutdown).await;
+        let served = crate::accept::serve_connections(listener, app, caps, shutdown).await;
         self.stop().await;
         served.map_err(|e| HarnessError::Worker(format!("the server failed: {e}")))
+    }
+}
+
+/// Temporal for a start: the embedded dev server (provisioned, started and supervised) or
+/// the remote cluster, and a client connected to it.
+async fn temporal(
+    config: &Config,
+    health: Arc<crate::supervise::Health>,
+) -> Result<(Option<crate::supervise::Supervisor>, Client), HarnessError> {
+    let (embedded, address) = match config.temporal.mode {
+        TemporalMode::Embedded => {
+            let cli = find_or_provision_cli(config.temporal.cli.as_deref()).await?;
+            let db = config.data_dir.join("temporal.db");
+            let server = EmbeddedTemporal::start(&cli, &db).await?;
+            let address = server.address.clone();
+            // A dev server that dies is started again on the same database and port.
+            (Some(crate::supervise::Supervisor::spawn(cli, db, server, health)), address)
+        }
+        TemporalMode::Remote => (None, config.temporal.address.clone()),
+    };
+    let compression = config.temporal.compression(&address);
+    match crate::worker::connect(&address, &config.temporal.namespace, compression).await {
+        Ok(client) => Ok((embedded, client)),
+        Err(e) => {
+            if let Some(server) = embedded {
+                server.stop().await;
+            }
+            Err(e)
+        }
     }
 }
 
@@ -392,171 +410,4 @@ pub async fn running_harness(mut config: Config) -> Result<RunningHarness, Harne
             .await
     });
     Ok(RunningHarness { harness, address: format!("http://{local}"), stop: Some(tx), task })
-}
-
-/// Connects a Temporal client, retrying for up to 30 s while the server is still coming up
-/// (a fresh dev server opens its port before its frontend is healthy).
-pub async fn connect(
-    address: &str,
-    namespace: &str,
-    compression: crate::config::GrpcCompression,
-) -> Result<Client, HarnessError> {
-    let fail = |why: String| HarnessError::Connect { address: address.to_string(), why };
-    let url: url::Url = address.parse().map_err(|e: url::ParseError| fail(e.to_string()))?;
-    let grpc_compression = match compression {
-        crate::config::GrpcCompression::None => temporalio_client::GrpcCompression::None,
-        crate::config::GrpcCompression::Gzip => temporalio_client::GrpcCompression::Gzip,
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let attempt = tokio::time::timeout(
-            Duration::from_secs(10),
-            Connection::connect(ConnectionOptions::new(url.clone()).grpc_compression(grpc_compression).build()),
-        )
-        .await;
-        let why = match attempt {
-            Ok(Ok(connection)) => {
-                return Client::new(connection, ClientOptions::new(namespace.to_string()).build())
-                    .map_err(|e| fail(e.to_string()));
-            }
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => "no answer within 10 s".to_string(),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(fail(why));
-        }
-        tracing::debug!(address, why, "Temporal is not ready yet; retrying");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// How long a workflow task may wait on a worker's sticky queue before another worker may
-/// take it: the stall a task sees after its worker was killed.
-pub const STICKY_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// Stops a worker started by [`spawn_worker_thread`].
-pub type Shutdown = Box<dyn Fn() + Send + Sync>;
-
-fn task_worker_options(task_queue: String, activities: Activities, cached: usize) -> Result<WorkerOptions, String> {
-    Ok(WorkerOptions::new(task_queue)
-        .max_cached_workflows(cached.max(2))
-        .register_workflow::<TaskWorkflow>()
-        .map_err(|e| e.to_string())?
-        .register_activities(activities)
-        .graceful_shutdown_period(Duration::from_secs(5))
-        // After a worker dies (SIGKILL), its tasks' next workflow task waits on the dead
-        // worker's sticky queue this long before any worker may take it (SDK default 10 s).
-        .sticky_queue_schedule_to_start_timeout(STICKY_TIMEOUT)
-        .build())
-}
-
-/// Runs a Temporal worker on a thread of its own: `Worker::run` is not `Send`, so it is
-/// driven by `block_on` there, while activities run on that runtime's pool. Returns once
-/// the worker exists, with its shutdown handle and thread.
-pub async fn spawn_worker_thread(
-    client: Client,
-    options: impl FnOnce() -> Result<WorkerOptions, String> + Send + 'static,
-) -> Result<(Shutdown, std::thread::JoinHandle<()>), HarnessError> {
-    let (tx, rx) = tokio::sync::oneshot::channel::<Result<Shutdown, HarnessError>>();
-    let thread = std::thread::Builder::new()
-        .name("temporal-worker".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("harness-activity")
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = tx.send(Err(HarnessError::Worker(e.to_string())));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                let built = Runtime::from_current_tokio(Default::default())
-                    .map_err(|e| e.to_string())
-                    .and_then(|runtime| Ok((runtime, options()?)))
-                    .and_then(|(runtime, options)| {
-                        Worker::new(&runtime, client, options).map(|w| (runtime, w)).map_err(|e| e.to_string())
-                    });
-                let (_runtime, mut worker) = match built {
-                    Ok(w) => w,
-                    Err(e) => {
-                        let _ = tx.send(Err(HarnessError::Worker(e)));
-                        return;
-                    }
-                };
-                let _ = tx.send(Ok(Box::new(worker.shutdown_handle())));
-                if let Err(e) = worker.run().await {
-                    tracing::error!(error = %e, "the Temporal worker stopped");
-                }
-            });
-        })
-        .map_err(|e| HarnessError::Worker(e.to_string()))?;
-    let shutdown = rx.await.map_err(|_| HarnessError::Worker("the worker thread ended before it started".into()))??;
-    Ok((shutdown, thread))
-}
-
-/// What one server may hold open (issue 13: a peer must not exhaust it).
-struct ConnectionCaps {
-    /// Connections served at once; the next waits in the listen backlog until one closes.
-    max: usize,
-    /// A connection whose request head is not complete this long after it opened (or after
-    /// its previous response) is closed.
-    header_read_timeout: Duration,
-}
-
-/// Serves `app` on `listener` until `shutdown` resolves, within `caps`; then lets the open
-/// connections finish for up to 5 s.
-async fn serve_connections(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    caps: ConnectionCaps,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use tower::ServiceExt;
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(caps.header_read_timeout);
-    let permits = Arc::new(tokio::sync::Semaphore::new(caps.max));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            _ = &mut shutdown => break,
-        };
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait a little, never spin.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        // Without TCP_NODELAY a response's head and body can wait on the client's delayed
-        // ACK (about 40 ms per request).
-        let _ = tcp.set_nodelay(true);
-        let service = app.clone().map_request(move |mut req: axum::extract::Request<hyper::body::Incoming>| {
-            req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
-            req.map(axum::body::Body::new)
-        });
-        let service = hyper_util::service::TowerToHyperService::new(service);
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
-            }
-            drop(permit);
-        });
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
-    Ok(())
 }

@@ -3,6 +3,7 @@
 //! `harness-cli` is argument parsing plus a call into this crate, so a host embeds exactly
 //! what the CLI runs.
 
+mod accept;
 pub mod card;
 pub mod config;
 mod handler;
@@ -13,10 +14,11 @@ mod reconcile;
 pub mod supervise;
 mod task_gate;
 pub mod temporal_dev;
+mod worker;
 
 pub use config::{Config, ConfigError, GrpcCompression, TemporalMode};
 pub use handler::ParticipantResolver;
 pub use handler::{HarnessHandler, StopAt};
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunningHarness, running_harness};
-pub use harness::{Shutdown, connect as connect_temporal, spawn_worker_thread};
 pub use hosting::{MONITOR_PATH, OPENAPI_PATH, RouteOptions, UI_PATH, harness_router};
+pub use worker::{Shutdown, connect as connect_temporal, spawn_worker_thread};

@@ -11,6 +11,16 @@ use harness_push::PushSecret;
 use harness_store::PushRow;
 
 impl HarnessHandler {
+    /// A config reference's checks: a task id and a config id, on a task the caller may
+    /// configure push for.
+    async fn push_ref_access(&self, ctx: &CallContext, req: &TaskPushNotificationConfigRef) -> Result<(), A2AError> {
+        validate::task_id(&req.task_id, "taskId")?;
+        if req.id.is_empty() {
+            return Err(A2AError::missing_field("id", "the push notification config id is missing"));
+        }
+        self.push_access(ctx, &req.task_id).await
+    }
+
     pub(super) async fn create_push(
         &self,
         ctx: &CallContext,
@@ -27,11 +37,7 @@ impl HarnessHandler {
         ctx: &CallContext,
         req: TaskPushNotificationConfigRef,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
-        validate::task_id(&req.task_id, "taskId")?;
-        if req.id.is_empty() {
-            return Err(A2AError::missing_field("id", "the push notification config id is missing"));
-        }
-        self.push_access(ctx, &req.task_id).await?;
+        self.push_ref_access(ctx, &req).await?;
         match self.store.push_config(&req.task_id, &req.id).await.map_err(store_error)? {
             Some(row) => self.open_push_config(row),
             None => Err(A2AError::new(
@@ -60,11 +66,7 @@ impl HarnessHandler {
         ctx: &CallContext,
         req: TaskPushNotificationConfigRef,
     ) -> Result<(), A2AError> {
-        validate::task_id(&req.task_id, "taskId")?;
-        if req.id.is_empty() {
-            return Err(A2AError::missing_field("id", "the push notification config id is missing"));
-        }
-        self.push_access(ctx, &req.task_id).await?;
+        self.push_ref_access(ctx, &req).await?;
         self.store.delete_push_config(&req.task_id, &req.id).await.map_err(store_error)?;
         Ok(())
     }

@@ -1,0 +1,114 @@
+//! The harness under measure: its process (start, CPU, RSS) and the messages sent to it.
+
+use crate::floor::{count_loops, unique};
+use futures::StreamExt;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// Blocking messages sent to running conversations, one loop per task, for `slice`.
+pub(crate) async fn harness_slice(http: &reqwest::Client, base: &str, tasks: &[String], slice: Duration) -> u64 {
+    let (http, base) = (http.clone(), base.to_string());
+    count_loops(tasks, slice, move |task| {
+        let (http, base) = (http.clone(), base.clone());
+        Box::pin(async move {
+            rpc(&http, &base, "SendMessage", json!({"message": message("again", Some(&task))})).await;
+        })
+    })
+    .await
+}
+
+pub(crate) fn message(text: &str, task_id: Option<&str>) -> serde_json::Value {
+    let mut m = json!({"messageId": unique("m"), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(t) = task_id {
+        m["taskId"] = json!(t);
+    }
+    m
+}
+
+pub(crate) async fn rpc(
+    http: &reqwest::Client,
+    base: &str,
+    method: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let r =
+        http.post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0").json(&body).send().await.expect("rpc");
+    let v: serde_json::Value = r.json().await.expect("json");
+    assert!(v.get("error").is_none(), "{v}");
+    v
+}
+
+/// (time to first event, time to final event) of a streaming message on a new task.
+pub(crate) async fn stream_times(http: &reqwest::Client, base: &str) -> (Duration, Duration) {
+    let t = Instant::now();
+    let r = http
+        .post(format!("{base}/a2a/rest/message:stream"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"message": message("hello bench", None)}))
+        .send()
+        .await
+        .expect("stream");
+    let mut bytes = r.bytes_stream();
+    let mut first = None;
+    let mut buf = Vec::new();
+    while let Some(chunk) = bytes.next().await {
+        buf.extend_from_slice(&chunk.expect("chunk"));
+        if first.is_none() && buf.windows(2).any(|w| w == b"\n\n") {
+            first = Some(t.elapsed());
+        }
+    }
+    (first.expect("no event"), t.elapsed())
+}
+
+/// CPU seconds (user + system) a process has used so far.
+pub(crate) fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name, from the state on (proc(5) fields 3..):
+    // utime and stime are fields 14 and 15, the 12th and 13th here.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Starts `tiny-harness serve` and waits until it serves its card.
+pub(crate) async fn start_harness(
+    http: &reqwest::Client,
+    bin: &str,
+    config: &std::path::Path,
+    data_dir: &std::path::Path,
+    base: &str,
+) -> anyhow::Result<std::process::Child> {
+    let child = std::process::Command::new(bin)
+        .args(["serve", "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    while http.get(format!("{base}/.well-known/agent-card.json")).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(child)
+}
+
+pub(crate) fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+pub(crate) fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,116 @@
+//! The Temporal side of a running harness: the client connection, and the worker on a
+//! thread of its own with the options every task worker runs with.
+
+use crate::HarnessError;
+use harness_workflow::{Activities, TaskWorkflow};
+use std::time::Duration;
+use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions};
+use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+
+/// Connects a Temporal client, retrying for up to 30 s while the server is still coming up
+/// (a fresh dev server opens its port before its frontend is healthy).
+pub async fn connect(
+    address: &str,
+    namespace: &str,
+    compression: crate::config::GrpcCompression,
+) -> Result<Client, HarnessError> {
+    let fail = |why: String| HarnessError::Connect { address: address.to_string(), why };
+    let url: url::Url = address.parse().map_err(|e: url::ParseError| fail(e.to_string()))?;
+    let grpc_compression = match compression {
+        crate::config::GrpcCompression::None => temporalio_client::GrpcCompression::None,
+        crate::config::GrpcCompression::Gzip => temporalio_client::GrpcCompression::Gzip,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(10),
+            Connection::connect(ConnectionOptions::new(url.clone()).grpc_compression(grpc_compression).build()),
+        )
+        .await;
+        let why = match attempt {
+            Ok(Ok(connection)) => {
+                return Client::new(connection, ClientOptions::new(namespace.to_string()).build())
+                    .map_err(|e| fail(e.to_string()));
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer within 10 s".to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(fail(why));
+        }
+        tracing::debug!(address, why, "Temporal is not ready yet; retrying");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// How long a workflow task may wait on a worker's sticky queue before another worker may
+/// take it: the stall a task sees after its worker was killed.
+pub const STICKY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Stops a worker started by [`spawn_worker_thread`].
+pub type Shutdown = Box<dyn Fn() + Send + Sync>;
+
+pub(crate) fn task_worker_options(
+    task_queue: String,
+    activities: Activities,
+    cached: usize,
+) -> Result<WorkerOptions, String> {
+    Ok(WorkerOptions::new(task_queue)
+        .max_cached_workflows(cached.max(2))
+        .register_workflow::<TaskWorkflow>()
+        .map_err(|e| e.to_string())?
+        .register_activities(activities)
+        .graceful_shutdown_period(Duration::from_secs(5))
+        // After a worker dies (SIGKILL), its tasks' next workflow task waits on the dead
+        // worker's sticky queue this long before any worker may take it (SDK default 10 s).
+        .sticky_queue_schedule_to_start_timeout(STICKY_TIMEOUT)
+        .build())
+}
+
+/// Runs a Temporal worker on a thread of its own: `Worker::run` is not `Send`, so it is
+/// driven by `block_on` there, while activities run on that runtime's pool. Returns once
+/// the worker exists, with its shutdown handle and thread.
+pub async fn spawn_worker_thread(
+    client: Client,
+    options: impl FnOnce() -> Result<WorkerOptions, String> + Send + 'static,
+) -> Result<(Shutdown, std::thread::JoinHandle<()>), HarnessError> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<Shutdown, HarnessError>>();
+    let thread = std::thread::Builder::new()
+        .name("temporal-worker".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("harness-activity")
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(HarnessError::Worker(e.to_string())));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let built = Runtime::from_current_tokio(Default::default())
+                    .map_err(|e| e.to_string())
+                    .and_then(|runtime| Ok((runtime, options()?)))
+                    .and_then(|(runtime, options)| {
+                        Worker::new(&runtime, client, options).map(|w| (runtime, w)).map_err(|e| e.to_string())
+                    });
+                let (_runtime, mut worker) = match built {
+                    Ok(w) => w,
+                    Err(e) => {
+                        let _ = tx.send(Err(HarnessError::Worker(e)));
+                        return;
+                    }
+                };
+                let _ = tx.send(Ok(Box::new(worker.shutdown_handle())));
+                if let Err(e) = worker.run().await {
+                    tracing::error!(error = %e, "the Temporal worker stopped");
+                }
+            });
+        })
+        .map_err(|e| HarnessError::Worker(e.to_string()))?;
+    let shutdown = rx.await.map_err(|_| HarnessError::Worker("the worker thread ended before it started".into()))??;
+    Ok((shutdown, thread))
+}
