@@ -51,6 +51,76 @@ pub struct TaskInput {
     /// before this field existed have none and take their first message from the update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first: Option<InboxItem>,
+    /// When a run continues as new after this many history events, estimated history bytes
+    /// or messages (docs/event-log.md, "The run boundary"). A run started before the field
+    /// existed takes the defaults.
+    #[serde(default)]
+    pub run_limits: RunLimits,
+    /// What a run that continued as new hands the next one; `None` for a task's first run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried: Option<Box<Carried>>,
+}
+
+/// When a task's run continues as new (`[agent] run_max_*`): Temporal caps each run at
+/// 2,000 updates, 51,200 events and 50 MB of history, and warns at 10,240 events and 10 MB;
+/// these defaults stay well under all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunLimits {
+    /// History events of one run.
+    pub events: u32,
+    /// History bytes of one run, as the workflow estimates them from what it adds
+    /// (messages, replies, receipts, and a fixed cost per event).
+    pub bytes: u64,
+    /// `inbox` updates of one run (every message, a retried one included).
+    pub messages: u32,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        Self { events: 4_000, bytes: 4 * 1024 * 1024, messages: 1_000 }
+    }
+}
+
+/// The state one run hands the next when it continues as new: what the workflow needs to
+/// decide, never the conversation (the store has that). Its size is bounded by the
+/// messages still waiting for a turn, and a run does not continue while that is large.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Carried {
+    /// The task's head (id, context, status, metadata): no history, no artifacts.
+    pub head: Task,
+    /// The newest seq appended, the workflow's event-key counter and the turn counter: the
+    /// log, its keys (`wf-<n>`, `turn-<t>-chunk-<i>`) and cursors go on where they were.
+    pub last_seq: i64,
+    pub next_key: u64,
+    pub turn: u32,
+    /// How many messages the store has, and the next artifact index.
+    pub stored_history: u32,
+    pub stored_artifacts: u32,
+    /// Messages accepted or replied and not stored yet, the first at `stored_history`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_history: Vec<Message>,
+    /// Messages waiting for a turn, each with its place in the history.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mailbox: Vec<(u32, InboxItem)>,
+    /// The newest accepted `messageId`s with their receipt cursors, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<(String, i64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<CancelRequest>,
+    /// Runs before this one (1 for the second run).
+    pub runs: u32,
+}
+
+/// The `live` query's answer: what the workflow knows that the store may not have yet. A
+/// read puts the task together from the store's history (its first `stored_history`
+/// messages), then `task.history`, and the store's artifacts with `task.artifacts` over them
+/// (S13, docs/event-log.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveTask {
+    /// The head, with the messages and artifacts not stored yet.
+    pub task: Task,
+    pub stored_history: u32,
 }
 
 /// One message for the task's inbox (the `inbox` update's input). Already redacted.

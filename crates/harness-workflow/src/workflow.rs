@@ -7,12 +7,18 @@
 //! turn (unless more messages are already waiting); a `one-shot` completes after its turn.
 //! Cancel (S6) cuts a running turn and ends CANCELED. A terminal task refuses every message
 //! in the validator, naming its state (S7).
+//!
+//! Bounded state (issue 15): the workflow keeps the task's head, the counters of its log
+//! and the messages and artifacts the store does not have yet, never the conversation; the
+//! history and artifacts live in the store. Between turns a run whose history passed its
+//! [`crate::RunLimits`] continues as new, handing the next run its [`Carried`] state
+//! (docs/event-log.md, "The run boundary").
 
 mod emit;
 mod turn;
 
-use crate::{CancelRequest, InboxItem, LogPosition, MonitorRow, Receipt, Refusal, TaskInput, status_ext_key};
-use a2a_types::{Task, TaskState, TaskStatus};
+use crate::{CancelRequest, InboxItem, LiveTask, LogPosition, MonitorRow, Receipt, Refusal, TaskInput, status_ext_key};
+use a2a_types::{Artifact, Message, Task, TaskState, TaskStatus};
 use std::collections::VecDeque;
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
@@ -26,8 +32,9 @@ const HISTORY_BY_ROW: &str = "history-by-row";
 #[workflow]
 pub struct TaskWorkflow {
     input: TaskInput,
-    task: Task,
-    /// Messages accepted and not yet taken by a turn, each with its place in `task.history`.
+    /// The task's head: id, context, status, metadata (no history, no artifacts).
+    head: Task,
+    /// Messages accepted and not yet taken by a turn, each with its place in the history.
     mailbox: VecDeque<(usize, InboxItem)>,
     /// The newest seq this workflow knows was appended.
     last_seq: i64,
@@ -37,12 +44,15 @@ pub struct TaskWorkflow {
     cancel: Option<CancelRequest>,
     /// Whether this run stores the history by row ([`HISTORY_BY_ROW`]).
     by_row: bool,
-    /// How much of `task.history` the store has: every event carries the messages added
-    /// since the one before (EmitInput).
+    /// How many messages of the history the store has (confirmed by an appended event).
     stored_history: usize,
-    /// Ids of the artifacts added or changed since the last event.
-    changed_artifacts: Vec<String>,
-    /// How many of `task.artifacts` the store has (the count the newest event knew).
+    /// Messages accepted or replied and not stored yet, the first at `stored_history`: the
+    /// next event carries them (EmitInput).
+    pending_history: Vec<Message>,
+    /// Artifacts added or changed since the last stored event, each with its index.
+    pending_artifacts: Vec<(u32, Artifact)>,
+    /// The next artifact index (artifacts the store has: an artifact that replaces one by
+    /// id keeps the stored one's place, so indexes may skip).
     stored_artifacts: usize,
     /// Receipt cursors of the newest accepted messages by `messageId` (at most
     /// [`REMEMBERED_MESSAGES`]): a message that comes again is answered with its first
@@ -51,6 +61,12 @@ pub struct TaskWorkflow {
     accepted_order: VecDeque<String>,
     /// A turn is running (between taking a message and its final status).
     in_turn: bool,
+    /// What this run has added to its history: `inbox` updates, and an estimate of the
+    /// bytes (turn::RunUse).
+    run_updates: u32,
+    run_bytes: u64,
+    /// Runs before this one.
+    runs: u32,
 }
 
 /// How many accepted `messageId`s a run remembers for duplicates (docs/event-log.md).
@@ -59,30 +75,42 @@ pub const REMEMBERED_MESSAGES: usize = 1000;
 #[workflow_methods]
 impl TaskWorkflow {
     #[init]
-    pub fn new(_ctx: &WorkflowContextView, input: TaskInput) -> Self {
-        let task = Task {
-            id: input.task_id.clone(),
-            context_id: input.context_id.clone(),
-            status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: None },
-            metadata: input.metadata.clone(),
-            ..Default::default()
+    pub fn new(_ctx: &WorkflowContextView, mut input: TaskInput) -> Self {
+        let carried = input.carried.take().map(|c| *c).unwrap_or_default();
+        let head = if carried.head.id.is_empty() {
+            Task {
+                id: input.task_id.clone(),
+                context_id: input.context_id.clone(),
+                status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: None },
+                metadata: input.metadata.clone(),
+                ..Default::default()
+            }
+        } else {
+            carried.head
         };
         let mut wf = Self {
             input,
-            task,
-            mailbox: VecDeque::new(),
-            last_seq: 0,
-            next_key: 0,
-            turn: 0,
-            cancel: None,
+            head,
+            mailbox: carried.mailbox.into_iter().map(|(i, item)| (i as usize, item)).collect(),
+            last_seq: carried.last_seq,
+            next_key: carried.next_key,
+            turn: carried.turn,
+            cancel: carried.cancel,
             by_row: false,
-            stored_history: 0,
-            changed_artifacts: Vec::new(),
-            stored_artifacts: 0,
+            stored_history: carried.stored_history as usize,
+            pending_history: carried.pending_history,
+            pending_artifacts: Vec::new(),
+            stored_artifacts: carried.stored_artifacts as usize,
             accepted: Default::default(),
             accepted_order: VecDeque::new(),
             in_turn: false,
+            run_updates: 0,
+            run_bytes: 0,
+            runs: carried.runs,
         };
+        for (id, cursor) in carried.accepted {
+            wf.remember(id, cursor);
+        }
         if let Some(first) = wf.input.first.clone() {
             wf.take(first);
         }
@@ -93,16 +121,25 @@ impl TaskWorkflow {
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TaskState> {
         let by_row = ctx.patched(HISTORY_BY_ROW);
         ctx.state_mut(|s| s.by_row = by_row);
-        if !turn::open(ctx).await? {
-            return Ok(ctx.state(|s| s.task.status.state));
+        // A continued run's task was opened by the first run.
+        if ctx.state(|s| s.runs == 0) && !turn::open(ctx).await? {
+            return Ok(ctx.state(|s| s.head.status.state));
         }
-        while turn::step(ctx).await? == turn::Flow::Next {}
+        loop {
+            match turn::step(ctx).await? {
+                turn::Flow::Next => {}
+                turn::Flow::End => break,
+                turn::Flow::ContinueAsNew(input) => {
+                    ctx.continue_as_new(*input, Default::default())?;
+                }
+            }
+        }
         let linger = ctx.state(|s| s.input.linger_secs);
         if linger > 0 {
             ctx.timer(Duration::from_secs(linger)).await;
         }
         // TEMPORAL-RUST.md item 6: the handlers are synchronous, so none is cut off here.
-        Ok(ctx.state(|s| s.task.status.state))
+        Ok(ctx.state(|s| s.head.status.state))
     }
 
     /// Refuses what must be refused before anything changes (S7).
@@ -116,7 +153,7 @@ impl TaskWorkflow {
             // A retry of an accepted message: answered with its first receipt (S5).
             return Ok(());
         }
-        let state = self.task.status.state;
+        let state = self.head.status.state;
         if state.is_terminal() || self.cancel.is_some() {
             let state = if state.is_terminal() { state } else { TaskState::Canceled };
             return Err(Refusal::task_ended(state).into_error());
@@ -132,24 +169,26 @@ impl TaskWorkflow {
     /// queued twice.
     #[update(name = "inbox")]
     pub fn inbox(&mut self, _ctx: &mut SyncWorkflowContext<Self>, item: InboxItem) -> Receipt {
+        self.run_updates += 1;
+        self.run_bytes += turn::update_bytes(&item);
         if let Some(&cursor) = self.accepted.get(&item.message.message_id) {
             let opened = cursor == 0 && self.last_seq == 0;
             return Receipt {
                 accepted: true,
                 cursor,
-                state: self.task.status.state,
-                task: opened.then(|| self.task.clone()),
+                state: self.head.status.state,
+                task: opened.then(|| self.live_task()),
                 duplicate: true,
             };
         }
         let cursor = self.last_seq;
         self.take(item);
-        let opened = self.last_seq == 0 && self.task.history.len() == 1;
+        let opened = self.last_seq == 0 && self.history_len() == 1;
         Receipt {
             accepted: true,
             cursor,
-            state: self.task.status.state,
-            task: opened.then(|| self.task.clone()),
+            state: self.head.status.state,
+            task: opened.then(|| self.live_task()),
             duplicate: false,
         }
     }
@@ -157,17 +196,16 @@ impl TaskWorkflow {
     /// Requests cancellation (S6); a terminal task ignores it.
     #[signal(name = "cancel")]
     pub fn cancel(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: CancelRequest) {
-        if !self.task.status.state.is_terminal() {
+        if !self.head.status.state.is_terminal() {
             self.cancel = Some(request);
         }
     }
 
-    /// The task as this workflow sees it (S13).
     /// What `/_monitor` shows of a running task (S20).
     #[query(name = "monitor")]
     pub fn monitor(&self, _ctx: &WorkflowContextView) -> MonitorRow {
         let substate = self
-            .task
+            .head
             .metadata
             .as_ref()
             .and_then(|m| m.get(&status_ext_key()))
@@ -175,8 +213,8 @@ impl TaskWorkflow {
             .and_then(|v| v.as_str())
             .map(String::from);
         MonitorRow {
-            task_id: self.task.id.clone(),
-            state: self.task.status.state,
+            task_id: self.head.id.clone(),
+            state: self.head.status.state,
             substate,
             mailbox_depth: self.mailbox.len() as u32,
             turn: self.turn,
@@ -184,9 +222,11 @@ impl TaskWorkflow {
         }
     }
 
-    #[query(name = "task")]
-    pub fn task(&self, _ctx: &WorkflowContextView) -> Task {
-        self.task.clone()
+    /// The task as this workflow sees it (S13): its head with what the store does not have
+    /// yet; a read takes the rest from the store.
+    #[query(name = "live")]
+    pub fn live(&self, _ctx: &WorkflowContextView) -> LiveTask {
+        LiveTask { task: self.live_task(), stored_history: self.stored_history as u32 }
     }
 
     /// Where the committed log ends (docs/event-log.md, the reconciler).
@@ -198,22 +238,42 @@ impl TaskWorkflow {
             stored_artifacts: self.stored_artifacts as u32,
             idle: self.mailbox.is_empty() && !self.in_turn && self.last_seq > 0,
             by_row: self.by_row,
-            head: self.task.head(),
+            head: self.head.clone(),
         }
     }
 }
 
 impl TaskWorkflow {
+    /// How long the history is: what the store has and what it does not have yet.
+    fn history_len(&self) -> usize {
+        self.stored_history + self.pending_history.len()
+    }
+
+    /// The head with the messages and artifacts the store does not have yet.
+    fn live_task(&self) -> Task {
+        Task {
+            history: self.pending_history.clone(),
+            artifacts: self.pending_artifacts.iter().map(|(_, a)| a.clone()).collect(),
+            ..self.head.clone()
+        }
+    }
+
     /// Puts an accepted message into the history and the mailbox, and remembers its
     /// `messageId` with the receipt's cursor.
     fn take(&mut self, item: InboxItem) {
         let mut message = item.message.clone();
-        message.task_id = self.task.id.clone();
-        message.context_id = self.task.context_id.clone();
-        self.task.history.push(message.clone());
-        self.mailbox.push_back((self.task.history.len() - 1, InboxItem { message, ..item }));
-        let id = self.task.history[self.task.history.len() - 1].message_id.clone();
-        if self.accepted.insert(id.clone(), self.last_seq).is_none() {
+        message.task_id = self.head.id.clone();
+        message.context_id = self.head.context_id.clone();
+        let id = message.message_id.clone();
+        self.pending_history.push(message.clone());
+        self.mailbox.push_back((self.history_len() - 1, InboxItem { message, ..item }));
+        self.remember(id, self.last_seq);
+    }
+
+    /// Remembers an accepted `messageId` with its receipt cursor, forgetting the oldest past
+    /// [`REMEMBERED_MESSAGES`].
+    fn remember(&mut self, id: String, cursor: i64) {
+        if self.accepted.insert(id.clone(), cursor).is_none() {
             self.accepted_order.push_back(id);
             if self.accepted_order.len() > REMEMBERED_MESSAGES
                 && let Some(old) = self.accepted_order.pop_front()

@@ -206,6 +206,35 @@ pub struct AgentSection {
     /// payloads Temporal caps at 2 MB (warning at 256 KB); a larger one is refused up front,
     /// naming this key, instead of wedging its task.
     pub max_message_bytes: usize,
+    /// A task's run continues as new once its history passes this many events, estimated
+    /// bytes or messages (issue 15; docs/event-log.md, "The run boundary"): Temporal caps
+    /// one run at 51,200 events, 50 MB and 2,000 updates.
+    pub run_max_events: u32,
+    pub run_max_bytes: u64,
+    pub run_max_messages: u32,
+}
+
+impl AgentSection {
+    /// The run limits a new task's workflow gets, checked against Temporal's own caps.
+    pub fn run_limits(&self) -> Result<harness_workflow::RunLimits, ConfigError> {
+        let over = |key: &str, value: u64, cap: u64, what: &str| {
+            if value == 0 || value > cap {
+                Err(ConfigError(format!(
+                    "`agent.{key}` = {value} must be between 1 and {cap} (Temporal ends a run past {cap} {what})"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        over("run_max_events", u64::from(self.run_max_events), 51_200, "history events")?;
+        over("run_max_bytes", self.run_max_bytes, 50 * 1024 * 1024, "bytes of history")?;
+        over("run_max_messages", u64::from(self.run_max_messages), 2_000, "updates")?;
+        Ok(harness_workflow::RunLimits {
+            events: self.run_max_events,
+            bytes: self.run_max_bytes,
+            messages: self.run_max_messages,
+        })
+    }
 }
 
 impl Default for AgentSection {
@@ -216,6 +245,9 @@ impl Default for AgentSection {
             model: "echo".into(),
             terminal_linger_secs: 2,
             max_message_bytes: 256 * 1024,
+            run_max_events: harness_workflow::RunLimits::default().events,
+            run_max_bytes: harness_workflow::RunLimits::default().bytes,
+            run_max_messages: harness_workflow::RunLimits::default().messages,
         }
     }
 }

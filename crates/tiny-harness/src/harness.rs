@@ -108,6 +108,7 @@ impl HarnessBuilder {
     pub fn build(self) -> Result<Harness, crate::ConfigError> {
         let config = self.config;
         let models = models(&config)?;
+        config.agent.run_limits()?;
         let prefix = config.prefix();
         let public_url = config.public_url()?;
         let card = crate::card::build(
@@ -277,6 +278,8 @@ impl Harness {
                 linger_secs: config.agent.terminal_linger_secs,
                 instant_model: provider.as_ref().is_some_and(|m| m.is_instant()),
                 max_message_bytes: config.agent.max_message_bytes,
+                // Checked by HarnessBuilder::build.
+                run_limits: config.agent.run_limits().unwrap_or_default(),
                 agent_id: config.agent.id.clone(),
                 provider,
             },

@@ -30,20 +30,20 @@ pub(super) async fn set_status(
         if state.is_final() {
             s.in_turn = false;
         }
-        s.task.status = TaskStatus { state, message, timestamp: ts };
-        let mut md = s.task.metadata.take().unwrap_or_default();
+        s.head.status = TaskStatus { state, message, timestamp: ts };
+        let mut md = s.head.metadata.take().unwrap_or_default();
         md.remove(&status_ext_key());
         if let Some(m) = &metadata {
             md.extend(m.clone());
         }
-        s.task.metadata = if md.is_empty() { None } else { Some(md) };
+        s.head.metadata = if md.is_empty() { None } else { Some(md) };
         let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: s.task.id.clone(),
-            context_id: s.task.context_id.clone(),
-            status: s.task.status.clone(),
+            task_id: s.head.id.clone(),
+            context_id: s.head.context_id.clone(),
+            status: s.head.status.clone(),
             metadata,
         });
-        (event, s.task.head())
+        (event, s.head.clone())
     });
     // The stored snapshot serves reads once the workflow is gone; the final status of a
     // turn (and a terminal one) is what such a read must see. WORKING updates the state only.
@@ -51,44 +51,34 @@ pub(super) async fn set_status(
     emit(ctx, event, snapshot).await
 }
 
-/// Emits one event through the `emit_event` local activity; the store assigns its seq.
+/// Emits one event through the `emit_event` local activity; the store assigns its seq. The
+/// event carries the messages and artifacts the store does not have yet, which count as
+/// stored once the append has answered. (A run recorded before [`super::HISTORY_BY_ROW`]
+/// stored them only with a snapshot, so it carries them only then.)
 pub(super) async fn emit(
     ctx: &mut WorkflowContext<TaskWorkflow>,
     event: StreamResponse,
     snapshot: Option<Task>,
 ) -> WorkflowResult<()> {
-    let input = ctx.state_mut(|s| {
+    let (input, sent) = ctx.state_mut(|s| {
         s.next_key += 1;
-        let changed = std::mem::take(&mut s.changed_artifacts);
-        // A run recorded before the patch sends the whole task with a final status.
         let stored_before = s.by_row.then_some((s.stored_history as u32, s.stored_artifacts as u32));
-        let (snapshot, history_from, history, artifacts) = if s.by_row {
-            let history_from = s.stored_history;
-            s.stored_history = s.task.history.len();
-            s.stored_artifacts = s.task.artifacts.len();
-            let mut artifacts = Vec::new();
-            for id in changed {
-                if let Some(i) = s.task.artifacts.iter().position(|a| a.artifact_id == id)
-                    && !artifacts.iter().any(|(j, _)| *j == i as u32)
-                {
-                    artifacts.push((i as u32, s.task.artifacts[i].clone()));
-                }
-            }
-            (snapshot, history_from, s.task.history[history_from..].to_vec(), artifacts)
-        } else {
-            (snapshot.map(|_| s.task.clone()), 0, Vec::new(), Vec::new())
-        };
-        EmitInput {
+        let carries = s.by_row || snapshot.is_some();
+        let (history, artifacts) =
+            if carries { (s.pending_history.clone(), s.pending_artifacts.clone()) } else { Default::default() };
+        let sent = (history.len(), artifacts.len());
+        let input = EmitInput {
             task_id: s.input.task_id.clone(),
             task_queue: s.input.task_queue.clone(),
             key: format!("wf-{}", s.next_key),
             event,
             snapshot,
             history,
-            history_from: history_from as u32,
+            history_from: s.stored_history as u32,
             artifacts,
             stored_before,
-        }
+        };
+        (input, sent)
     });
     let seq = ctx
         .execute_local_activity(
@@ -105,6 +95,13 @@ pub(super) async fn emit(
                 .build(),
         )
         .await?;
-    ctx.state_mut(|s| s.last_seq = s.last_seq.max(seq));
+    ctx.state_mut(|s| {
+        s.last_seq = s.last_seq.max(seq);
+        s.run_bytes += super::turn::EMIT_BYTES;
+        s.pending_history.drain(..sent.0);
+        s.stored_history += sent.0;
+        s.pending_artifacts.drain(..sent.1);
+        s.stored_artifacts += sent.1;
+    });
     Ok(())
 }

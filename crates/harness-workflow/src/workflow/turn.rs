@@ -4,7 +4,7 @@
 use super::TaskWorkflow;
 use super::emit::{emit, set_status, timestamp};
 use crate::activities::Activities;
-use crate::{AWAITING_NEXT_MESSAGE, InboxItem, Lifecycle, ModelReply, ModelTurn};
+use crate::{AWAITING_NEXT_MESSAGE, Carried, InboxItem, Lifecycle, ModelReply, ModelTurn, TaskInput};
 use a2a_types::{Artifact, Message, Part, StreamResponse, TaskState};
 use std::time::Duration;
 use temporalio_sdk::{
@@ -15,13 +15,32 @@ use temporalio_sdk::{
 /// ends (TEMPORAL-RUST.md item 2).
 const UNOPENED_IDLE: Duration = Duration::from_secs(600);
 
+/// The patch under which a run continues as new past its [`crate::RunLimits`]; its id
+/// names the turn it is asked at (turn::may_continue).
+const CONTINUE_AS_NEW: &str = "continue-as-new";
+
+/// What the history gains per `emit_event` beyond its result, and per model call beyond
+/// the reply: the markers and task events around them (an estimate, on the large side).
+pub(super) const EMIT_BYTES: u64 = 600;
+const CALL_BYTES: u64 = 800;
+/// A run does not continue while what it would hand over is larger than this (the mailbox
+/// of queued messages): Temporal refuses a payload over 2 MB.
+const MAX_CARRIED_BYTES: usize = 1024 * 1024;
+
 /// What the run loop does after a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) enum Flow {
     /// Wait for the next message (or cancel).
     Next,
     /// The task ended: leave the loop.
     End,
+    /// The run's history passed its limits: continue as new with this input.
+    ContinueAsNew(Box<TaskInput>),
+}
+
+/// What an accepted `inbox` update adds to the history: the message and its receipt.
+pub(super) fn update_bytes(item: &InboxItem) -> u64 {
+    serde_json::to_vec(item).map_or(0, |v| v.len() as u64) + 400
 }
 
 /// Waits for the first message (or a cancel); false when none came within
@@ -44,16 +63,49 @@ pub(super) async fn open(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
     }
     let opened_at = timestamp(ctx.workflow_time());
     let task = ctx.state_mut(|s| {
-        s.task.status.timestamp = opened_at;
-        s.task.clone()
+        s.head.status.timestamp = opened_at;
+        s.live_task()
     });
     let head = task.head();
     emit(ctx, StreamResponse::Task(task), Some(head)).await?;
     Ok(true)
 }
 
+/// Whether this run continues as new now: between turns, with no cancel waiting, once its
+/// history passed a limit (or Temporal suggests it), and only when what it hands over is
+/// small. Runs recorded before [`CONTINUE_AS_NEW`] never do while they replay; the patch is
+/// asked under an id that names the turn, so such a run asked during its replay is asked
+/// again (and says yes) at the next turn it runs live.
+fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
+    let events = ctx.history_length();
+    let suggested = ctx.continue_as_new_suggested();
+    let over = ctx.state(|s| {
+        let limits = s.input.run_limits;
+        s.cancel.is_none()
+            && !s.in_turn
+            && s.pending_artifacts.is_empty()
+            && (suggested
+                || events >= limits.events
+                || s.run_updates >= limits.messages
+                || s.run_bytes + u64::from(events) * 100 >= limits.bytes)
+    });
+    if !over {
+        return None;
+    }
+    let input = ctx.state(|s| s.next_run_input());
+    let carried = input.carried.as_ref().map_or(0, |c| serde_json::to_vec(c).map_or(usize::MAX, |v| v.len()));
+    if carried > MAX_CARRIED_BYTES {
+        return None;
+    }
+    let turn = ctx.state(|s| s.turn);
+    ctx.patched(&format!("{CONTINUE_AS_NEW}@{turn}")).then_some(input)
+}
+
 /// Waits for a message or a cancel and handles it.
 pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowResult<Flow> {
+    if let Some(input) = may_continue(ctx) {
+        return Ok(Flow::ContinueAsNew(input));
+    }
     ctx.wait_condition(|s| !s.mailbox.is_empty() || s.cancel.is_some()).await?;
     if ctx.state(|s| s.cancel.is_some()) {
         set_status(ctx, TaskState::Canceled, None, None).await?;
@@ -87,14 +139,18 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         return Ok(Flow::End);
     };
     match result {
-        Ok(reply) => end_turn(ctx, turn, artifact_id, reply).await,
+        Ok(reply) => {
+            let size = serde_json::to_vec(&reply).map_or(0, |v| v.len() as u64);
+            ctx.state_mut(|s| s.run_bytes += size + CALL_BYTES);
+            end_turn(ctx, turn, artifact_id, reply).await
+        }
         Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.cancel.is_some()) => {
             set_status(ctx, TaskState::Canceled, None, None).await?;
             Ok(Flow::End)
         }
         Err(e) => {
             let why = e.failure().map(|f| f.message.clone()).unwrap_or_else(|| e.to_string());
-            let message_id = format!("{}:failure:{turn}", ctx.state(|s| s.task.id.clone()));
+            let message_id = format!("{}:failure:{turn}", ctx.state(|s| s.head.id.clone()));
             let text = format!("the model failed: {why}");
             set_status(ctx, TaskState::Failed, Some(Message::agent_text(message_id, text)), None).await?;
             Ok(Flow::End)
@@ -166,11 +222,13 @@ async fn end_turn(
 }
 
 impl TaskWorkflow {
-    /// The conversation up to this turn's message; what the store already has is read from
-    /// there by `call_model`.
+    /// The conversation up to this turn's message, from what the store does not have:
+    /// `call_model` reads the messages before that from the store.
     fn model_turn(&self, position: usize, turn: u32) -> ModelTurn {
-        let upto = if self.by_row { position + 1 } else { self.task.history.len() };
-        let from = if self.by_row { self.stored_history.min(upto) } else { 0 };
+        let upto = position + 1;
+        let from = self.stored_history.min(upto);
+        // The messages from `from` to the turn's own are pending (none when it is stored).
+        let given = &self.pending_history[..upto - from];
         ModelTurn {
             task_id: self.input.task_id.clone(),
             context_id: self.input.context_id.clone(),
@@ -178,7 +236,7 @@ impl TaskWorkflow {
             model: self.input.model.clone(),
             turn,
             artifact_id: format!("reply-{turn}"),
-            history: self.task.history[from..upto].to_vec(),
+            history: given.to_vec(),
             history_from: from as u32,
         }
     }
@@ -188,10 +246,9 @@ impl TaskWorkflow {
     fn take_reply(&mut self, turn: u32, artifact_id: String, reply: ModelReply) -> Option<Message> {
         let status_text = reply.finish.as_ref().and_then(|f| f.message.clone()).unwrap_or(reply.text.clone());
         let mut reply_message = (!status_text.is_empty())
-            .then(|| Message::agent_text(format!("{}:reply:{turn}", self.task.id), status_text));
+            .then(|| Message::agent_text(format!("{}:reply:{turn}", self.head.id), status_text));
         if !reply.text.is_empty() {
-            self.changed_artifacts.push(artifact_id.clone());
-            self.task.artifacts.push(Artifact {
+            self.add_artifact(Artifact {
                 artifact_id,
                 name: "reply".into(),
                 parts: vec![Part::text(reply.text.clone())],
@@ -199,18 +256,45 @@ impl TaskWorkflow {
             });
         }
         for artifact in reply.artifacts {
-            self.changed_artifacts.push(artifact.artifact_id.clone());
-            match self.task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
-                Some(existing) => *existing = artifact,
-                None => self.task.artifacts.push(artifact),
-            }
+            self.add_artifact(artifact);
         }
         if let Some(m) = reply_message.as_mut() {
-            m.task_id = self.task.id.clone();
-            m.context_id = self.task.context_id.clone();
-            self.task.history.push(m.clone());
+            m.task_id = self.head.id.clone();
+            m.context_id = self.head.context_id.clone();
+            self.pending_history.push(m.clone());
         }
         reply_message
+    }
+
+    /// An artifact for the next event: at the next index, or in the place of a pending one
+    /// with its id. (The store keeps a stored artifact's place when one replaces it.)
+    fn add_artifact(&mut self, artifact: Artifact) {
+        match self.pending_artifacts.iter_mut().find(|(_, a)| a.artifact_id == artifact.artifact_id) {
+            Some((_, existing)) => *existing = artifact,
+            None => {
+                let idx = (self.stored_artifacts + self.pending_artifacts.len()) as u32;
+                self.pending_artifacts.push((idx, artifact));
+            }
+        }
+    }
+
+    /// The next run's input: this one's, with the state it needs to go on (and no first
+    /// message: the task is open).
+    fn next_run_input(&self) -> Box<TaskInput> {
+        let carried = Carried {
+            head: self.head.clone(),
+            last_seq: self.last_seq,
+            next_key: self.next_key,
+            turn: self.turn,
+            stored_history: self.stored_history as u32,
+            stored_artifacts: self.stored_artifacts as u32,
+            pending_history: self.pending_history.clone(),
+            mailbox: self.mailbox.iter().map(|(i, item)| (*i as u32, item.clone())).collect(),
+            accepted: self.accepted_order.iter().map(|id| (id.clone(), self.accepted[id])).collect(),
+            cancel: self.cancel.clone(),
+            runs: self.runs + 1,
+        };
+        Box::new(TaskInput { first: None, carried: Some(Box::new(carried)), ..self.input.clone() })
     }
 }
 

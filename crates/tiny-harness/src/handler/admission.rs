@@ -327,6 +327,8 @@ impl HarnessHandler {
             metadata: target.new_task.then(|| default_brief(&message, caller.id(), &s.agent_id)),
             // The first message travels in the start itself, durable with it (docs/event-log.md).
             first: target.new_task.then(|| item.clone()),
+            run_limits: s.run_limits,
+            carried: None,
         };
         let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
         let delivery = tokio::spawn(async move {

@@ -47,6 +47,8 @@ pub(crate) struct TaskSettings {
     pub instant_model: bool,
     /// `agent.max_message_bytes`.
     pub max_message_bytes: usize,
+    /// When a task's run continues as new (`agent.run_max_*`).
+    pub run_limits: harness_workflow::RunLimits,
     /// The id this agent has as a participant.
     pub agent_id: String,
     /// The provider of `model`, when this process knows it (it says what its turns need).

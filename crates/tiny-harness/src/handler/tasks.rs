@@ -8,7 +8,7 @@ use a2a_server::{CallContext, EventStream};
 use a2a_types::{
     A2AError, CancelTaskRequest, ErrorKind, GetTaskRequest, SubscribeToTaskRequest, Task, TaskState, validate,
 };
-use harness_workflow::terminal_refusal;
+use harness_workflow::{LiveTask, terminal_refusal};
 
 impl HarnessHandler {
     /// GetTask (S13).
@@ -103,7 +103,7 @@ impl HarnessHandler {
     }
 
     /// The task as its workflow sees it, or the store's copy once the workflow is gone
-    /// (with the newest `history_length` messages; the workflow's copy has them all).
+    /// (with the newest `history_length` messages).
     async fn current_task(&self, task_id: &str, history_length: Option<i32>) -> Result<Task, A2AError> {
         // The head says whether the store's copy is the answer; the whole row (with its
         // history) is read only when it is.
@@ -122,10 +122,38 @@ impl HarnessHandler {
             // Temporal does not answer: the store's copy, as of its newest event.
             return stored().await?.ok_or_else(|| self.health.unavailable("reading the task"));
         }
-        match self.temporal.task(task_id).await {
-            Ok(Some(task)) => Ok(task),
+        match self.temporal.live(task_id).await {
+            Ok(Some(live)) => self.with_stored_conversation(live, history_length).await,
             Ok(None) => stored().await?.ok_or_else(|| A2AError::task_not_found(task_id)),
             Err(e) => stored().await?.ok_or(e),
         }
+    }
+
+    /// The workflow's live view with the conversation the store has (S13): the head
+    /// (status, metadata) is the workflow's; the history is the store's first
+    /// `stored_history` messages then the workflow's pending ones, the newest
+    /// `history_length` of them; the artifacts are the store's with the workflow's pending
+    /// ones over them by id (docs/event-log.md, "Where GetTask's fields come from").
+    async fn with_stored_conversation(&self, live: LiveTask, history_length: Option<i32>) -> Result<Task, A2AError> {
+        let mut task = live.task;
+        let pending = std::mem::take(&mut task.history);
+        let wanted = history_length.map(|n| n.max(0) as usize);
+        let from_store = wanted.map(|n| n.saturating_sub(pending.len()));
+        if from_store != Some(0) && live.stored_history > 0 {
+            task.history =
+                self.store.history(&task.id, i64::from(live.stored_history), from_store).await.map_err(store_error)?;
+        }
+        task.history.extend(pending);
+        let pending_artifacts = std::mem::take(&mut task.artifacts);
+        if let Some(row) = self.store.task(&task.id, Some(0)).await.map_err(store_error)? {
+            task.artifacts = row.task.artifacts;
+        }
+        for artifact in pending_artifacts {
+            match task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
+                Some(existing) => *existing = artifact,
+                None => task.artifacts.push(artifact),
+            }
+        }
+        Ok(task)
     }
 }

@@ -3,9 +3,11 @@
 //! to one task go through its gate ([`crate::task_gate`]), and a failed update is read by
 //! type: the workflow's typed [`Refusal`], a closed run, an unreachable server.
 
-use a2a_types::{A2AError, ErrorKind, Task};
+use a2a_types::{A2AError, ErrorKind};
 use harness_store::Store;
-use harness_workflow::{CancelRequest, InboxItem, MonitorRow, Receipt, Refusal, RefusalKind, TaskInput, TaskWorkflow};
+use harness_workflow::{
+    CancelRequest, InboxItem, LiveTask, MonitorRow, Receipt, Refusal, RefusalKind, TaskInput, TaskWorkflow,
+};
 use std::future::Future;
 use std::time::Duration;
 use temporalio_client::errors::{WorkflowQueryError, WorkflowUpdateError, WorkflowUpdateWithStartError};
@@ -138,12 +140,13 @@ impl TaskClient {
         A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
     }
 
-    /// The task as its workflow sees it: `Ok(None)` when there is no such workflow.
-    pub async fn task(&self, task_id: &str) -> Result<Option<Task>, A2AError> {
+    /// What the task's workflow knows that the store may not have yet (its head, and the
+    /// messages and artifacts not stored yet): `Ok(None)` when there is no such workflow.
+    pub async fn live(&self, task_id: &str) -> Result<Option<LiveTask>, A2AError> {
         let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
-        let query = handle.query(TaskWorkflow::task, (), WorkflowQueryOptions::default());
+        let query = handle.query(TaskWorkflow::live, (), WorkflowQueryOptions::default());
         match self.bounded("the task query", self.gates.query(task_id, query)).await? {
-            Ok(task) => Ok(Some(task)),
+            Ok(live) => Ok(Some(live)),
             Err(WorkflowQueryError::NotFound(_)) => Ok(None),
             Err(e) => Err(A2AError::internal(format!("the task query failed: {e}"))),
         }
