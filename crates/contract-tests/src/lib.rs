@@ -95,6 +95,8 @@ pub struct HarnessOptions {
     pub embedded: bool,
     /// TOML lines added to the `[server]` section (e.g. `max_connections = 8`).
     pub server_extra: String,
+    /// TOML lines added to the `[agent]` section (e.g. `run_max_events = 200`).
+    pub agent_extra: String,
 }
 
 impl Default for HarnessOptions {
@@ -114,6 +116,7 @@ impl Default for HarnessOptions {
             temporal: None,
             embedded: false,
             server_extra: String::new(),
+            agent_extra: String::new(),
         }
     }
 }
@@ -150,8 +153,13 @@ impl HarnessProcess {
             )
         };
         let mut config = format!(
-            "[server]\nport = {port}\n{}\n\n[temporal]\n{temporal_at}\ntask_queue = \"{task_queue}\"\nworker = {}\nrequest_timeout_secs = {}\n\n[agent]\nlifecycle = \"{}\"\nterminal_linger_secs = {}\n",
-            opts.server_extra, opts.worker, opts.request_timeout_secs, opts.lifecycle, opts.linger_secs,
+            "[server]\nport = {port}\n{}\n\n[temporal]\n{temporal_at}\ntask_queue = \"{task_queue}\"\nworker = {}\nrequest_timeout_secs = {}\n\n[agent]\nlifecycle = \"{}\"\nterminal_linger_secs = {}\n{}\n",
+            opts.server_extra,
+            opts.worker,
+            opts.request_timeout_secs,
+            opts.lifecycle,
+            opts.linger_secs,
+            opts.agent_extra,
         );
         if let Some(model) = opts.model {
             config.push_str(&format!("model = \"{model}\"\n"));

@@ -17,10 +17,14 @@ const FAULT: &str = "TINY_HARNESS_FAULT_EMIT_DELAY_MS";
 /// A harness on a Temporal server of the test's own, each `emit_event` waiting `ms` after
 /// its append, so a kill lands inside the workflow task that appended.
 async fn slow_harness(ms: u64) -> (OwnTemporal, HarnessProcess) {
+    slow_harness_with(ms, HarnessOptions::default()).await
+}
+
+/// [`slow_harness`] with options of the test's own.
+async fn slow_harness_with(ms: u64, opts: HarnessOptions) -> (OwnTemporal, HarnessProcess) {
     let temporal = OwnTemporal::start().await;
     let env = vec![(FAULT.to_string(), ms.to_string())];
-    let h =
-        HarnessProcess::start(HarnessOptions { env, temporal: Some(temporal.address()), ..Default::default() }).await;
+    let h = HarnessProcess::start(HarnessOptions { env, temporal: Some(temporal.address()), ..opts }).await;
     (temporal, h)
 }
 
@@ -391,7 +395,9 @@ async fn chaos_kills_under_concurrent_conversations_break_no_invariant() {
     let minutes: f64 = std::env::var("TINY_HARNESS_CHAOS_MINUTES").ok().and_then(|m| m.parse().ok()).unwrap_or(0.0);
     let conversations: usize =
         std::env::var("TINY_HARNESS_CHAOS_CONVERSATIONS").ok().and_then(|m| m.parse().ok()).unwrap_or(4);
-    let (mut temporal, mut h) = slow_harness(120).await;
+    // Runs continue as new every few messages (issue 15), so kills land at run boundaries too.
+    let opts = HarnessOptions { agent_extra: "run_max_messages = 4\n".into(), ..Default::default() };
+    let (mut temporal, mut h) = slow_harness_with(120, opts).await;
     let run_until = Instant::now() + Duration::from_secs_f64(minutes * 60.0);
     let stop = Arc::new(AtomicBool::new(false));
     let give_up = Instant::now() + Duration::from_secs_f64(minutes * 60.0 + 240.0);
@@ -442,4 +448,56 @@ async fn chaos_kills_under_concurrent_conversations_break_no_invariant() {
     );
     assert!(acked >= conversations, "too little got through: {acked}\n{}", h.log());
     assert!(why.is_empty(), "{why:#?}");
+}
+
+/// Issue 15: the harness (and Temporal with it) dies inside the workflow task that ends a
+/// turn and continues the run as new (each run takes two messages; the turn's final event is
+/// stored and the task still waits in its last emit). The retried message is answered once
+/// with its own reply, the conversation goes on across more boundaries, and store and
+/// workflow agree.
+#[tokio::test]
+async fn a_harness_killed_while_a_run_continues_as_new_loses_nothing() {
+    let opts = HarnessOptions { agent_extra: "run_max_messages = 2\n".into(), ..Default::default() };
+    let (mut temporal, mut h) = slow_harness_with(800, opts).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut c = Conversation::default();
+    let opened = send_until_answered(&h.base_url, &user_text("message 0"), deadline).await.expect("opened");
+    let task_id = opened["result"]["task"]["id"].as_str().unwrap().to_string();
+    c.task_id = Some(task_id.clone());
+    c.acked.push(("".into(), "message 0".into(), reply_of(&opened)));
+    c.acked[0].0 = opened["result"]["task"]["history"][0]["messageId"].as_str().unwrap().to_string();
+
+    // The second message crosses the bound: its turn's final event, then continue-as-new.
+    let before = sqlx_last_seq(&h.store().await, &task_id).await;
+    let mut crossing = user_text("message 1");
+    crossing["taskId"] = json!(task_id);
+    let base = h.base_url.clone();
+    let sent = crossing.clone();
+    let lost = tokio::spawn(async move { contract_tests::A2AClient::new(&base).send(sent, json!({})).await });
+    await_log(&h, Some(&task_id), before + 3).await;
+    h.kill9();
+    temporal.crash_and_restart().await;
+    let _ = lost.await;
+    h.restart().await;
+    let answer = send_until_answered(&h.base_url, &crossing, deadline).await.expect("the retried message");
+    c.acked.push((crossing["messageId"].as_str().unwrap().into(), "message 1".into(), reply_of(&answer)));
+    for i in 2..6 {
+        let mut m = user_text(&format!("message {i}"));
+        m["taskId"] = json!(task_id);
+        let answer = send_until_answered(&h.base_url, &m, deadline).await.expect("a later message");
+        c.acked.push((m["messageId"].as_str().unwrap().into(), format!("message {i}"), reply_of(&answer)));
+    }
+    let mut why = replies_answer_their_messages(&c);
+    why.extend(check(&h, &c, Duration::from_secs(60)).await);
+    assert!(why.is_empty(), "{why:#?}\n{}", h.log());
+
+    // The run the kill hit did continue as new, and so did later ones.
+    use futures::StreamExt;
+    let client = h.temporal().await;
+    let runs: Vec<_> = client.list_workflows(format!("WorkflowId = \"{task_id}\""), Default::default()).collect().await;
+    let continued = runs
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|r| r.status() == temporalio_client::WorkflowExecutionStatus::ContinuedAsNew))
+        .count();
+    assert!(continued >= 2, "expected runs that continued as new, found {continued} of {}", runs.len());
 }

@@ -83,6 +83,15 @@ impl Changes {
     }
 }
 
+/// Which artifacts a read puts back into its tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Artifacts {
+    No,
+    All,
+    /// The newest `n` (by their place in the task).
+    Newest(i64),
+}
+
 /// `$first, $first+1, ...` for `n` values.
 fn placeholders(first: usize, n: usize) -> String {
     (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
@@ -95,10 +104,12 @@ impl Store {
         &self,
         tasks: &mut [Task],
         history_length: Option<i32>,
-        artifacts: bool,
+        artifacts: Artifacts,
     ) -> Result<(), StoreError> {
-        if tasks.is_empty() {
-            return Ok(());
+        match tasks {
+            [] => return Ok(()),
+            [task] => return self.fill_one(task, history_length, artifacts).await,
+            _ => {}
         }
         let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
         let at: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
@@ -124,16 +135,61 @@ impl Store {
                 }
             }
         }
-        if artifacts {
-            let sql =
-                format!("SELECT task_id, body FROM task_artifacts WHERE task_id IN ({listed}) ORDER BY task_id, idx");
+        if artifacts != Artifacts::No {
+            let (sql, newest) = match artifacts {
+                Artifacts::Newest(n) => (
+                    format!(
+                        "SELECT task_id, body FROM (SELECT task_id, idx, body, \
+                         ROW_NUMBER() OVER (PARTITION BY task_id ORDER BY idx DESC) AS newest \
+                         FROM task_artifacts WHERE task_id IN ({listed})) a WHERE newest <= ${} ORDER BY task_id, idx",
+                        ids.len() + 1
+                    ),
+                    Some(n),
+                ),
+                _ => (
+                    format!(
+                        "SELECT task_id, body FROM task_artifacts WHERE task_id IN ({listed}) ORDER BY task_id, idx"
+                    ),
+                    None,
+                ),
+            };
             tasks.iter_mut().for_each(|t| t.artifacts.clear());
-            for (task_id, body) in self.bodies_by_task(&sql, &ids, None).await? {
+            for (task_id, body) in self.bodies_by_task(&sql, &ids, newest).await? {
                 if let Some(&i) = at.get(task_id.as_str()) {
                     tasks[i].artifacts.push(serde_json::from_str(&body)?);
                 }
             }
         }
+        Ok(())
+    }
+
+    /// [`Store::fill`] for one task: the newest rows by their place, through the primary key
+    /// and `task_artifacts_by_place`, so the cost is what is read, not the task's length.
+    async fn fill_one(
+        &self,
+        task: &mut Task,
+        history_length: Option<i32>,
+        artifacts: Artifacts,
+    ) -> Result<(), StoreError> {
+        if history_length != Some(0) {
+            let last = history_length.map(|n| n.max(0) as usize);
+            task.history = self.history(&task.id, i64::MAX, last).await?;
+        }
+        let limit = match artifacts {
+            Artifacts::No => return Ok(()),
+            Artifacts::All => i64::MAX,
+            Artifacts::Newest(n) => n,
+        };
+        let rows = sqlx::query("SELECT body FROM task_artifacts WHERE task_id = $1 ORDER BY idx DESC LIMIT $2")
+            .bind(task.id.as_str())
+            .bind(limit)
+            .fetch_all(self.reads())
+            .await?;
+        task.artifacts = rows
+            .iter()
+            .rev()
+            .map(|r| Ok(serde_json::from_str(&r.try_get::<String, _>("body")?)?))
+            .collect::<Result<_, StoreError>>()?;
         Ok(())
     }
 

@@ -30,6 +30,7 @@ pub mod testing;
 mod writer;
 
 pub use append::{Appended, NewEvent, Stored};
+pub use history::Artifacts;
 pub use inbox::{InboxOutcome, InboxRow, PriorMessage, REFUSED_EXCERPT};
 pub use listing::{TaskPage, TaskQuery};
 pub use notifier::{Notifier, Wake};

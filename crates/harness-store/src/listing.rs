@@ -114,7 +114,8 @@ impl Store {
             }
             tasks.push(task);
         }
-        self.fill(&mut tasks, q.history_length, q.include_artifacts).await?;
+        let artifacts = if q.include_artifacts { crate::Artifacts::All } else { crate::Artifacts::No };
+        self.fill(&mut tasks, q.history_length, artifacts).await?;
         Ok(TaskPage { tasks, total, next })
     }
 }

@@ -2,7 +2,7 @@
 //! cursor, and the queries of `/_monitor` and the reconciler.
 
 use crate::sql::TERMINAL_STATES;
-use crate::{Store, StoreError};
+use crate::{Artifacts, Store, StoreError};
 use a2a_types::{StreamResponse, Task, TaskState};
 use sqlx::Row;
 use std::sync::LazyLock;
@@ -87,6 +87,17 @@ impl Store {
     /// head with all its artifacts and the newest `history_length` messages of its history
     /// (all of them when `None`, none for `Some(0)`).
     pub async fn task(&self, task_id: &str, history_length: Option<i32>) -> Result<Option<TaskRow>, StoreError> {
+        self.task_with(task_id, history_length, Artifacts::All).await
+    }
+
+    /// [`Store::task`] with the artifacts asked for: what an answer to one message carries
+    /// of a long conversation stays the same size however long it grows (issue 15).
+    pub async fn task_with(
+        &self,
+        task_id: &str,
+        history_length: Option<i32>,
+        artifacts: Artifacts,
+    ) -> Result<Option<TaskRow>, StoreError> {
         let Some(r) = sqlx::query("SELECT snapshot, state, last_seq, task_queue FROM tasks WHERE task_id = $1")
             .bind(task_id)
             .fetch_optional(self.reads())
@@ -103,7 +114,7 @@ impl Store {
         let state: TaskState = state.parse().unwrap_or_default();
         // The snapshot is written with status events; a later event may have moved the state.
         task.status.state = state;
-        self.fill(std::slice::from_mut(&mut task), history_length, true).await?;
+        self.fill(std::slice::from_mut(&mut task), history_length, artifacts).await?;
         Ok(Some(TaskRow { task, state, last_seq: r.try_get("last_seq")?, task_queue: r.try_get("task_queue")? }))
     }
     /// The task queue that owns a task, when its log has begun (S19).

@@ -212,6 +212,11 @@ pub struct AgentSection {
     pub run_max_events: u32,
     pub run_max_bytes: u64,
     pub run_max_messages: u32,
+    /// How much of a task an answer to one message carries when the client set no
+    /// `historyLength`: the newest this many messages, and the newest this many artifacts
+    /// (SendMessage, the Task that opens a stream, CancelTask). GetTask and ListTasks
+    /// answer in full; A2A lets a server return fewer messages than the whole history.
+    pub answer_window: u32,
 }
 
 impl AgentSection {
@@ -248,6 +253,7 @@ impl Default for AgentSection {
             run_max_events: harness_workflow::RunLimits::default().events,
             run_max_bytes: harness_workflow::RunLimits::default().bytes,
             run_max_messages: harness_workflow::RunLimits::default().messages,
+            answer_window: 50,
         }
     }
 }

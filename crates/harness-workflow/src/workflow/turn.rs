@@ -23,6 +23,16 @@ const CONTINUE_AS_NEW: &str = "continue-as-new";
 /// the reply: the markers and task events around them (an estimate, on the large side).
 pub(super) const EMIT_BYTES: u64 = 600;
 const CALL_BYTES: u64 = 800;
+/// What one history event costs beyond the payloads counted apart (ids, timestamps, the
+/// worker's identity): an estimate on the large side.
+const PER_EVENT_BYTES: u64 = 250;
+
+/// A run continues as new once it has used this share of a limit, so that the turn (and
+/// the messages queued with it) that passes the mark still ends within the limit.
+fn near(used: u64, limit: u64) -> bool {
+    used * 10 >= limit * 9
+}
+
 /// A run does not continue while what it would hand over is larger than this (the mailbox
 /// of queued messages): Temporal refuses a payload over 2 MB.
 const MAX_CARRIED_BYTES: usize = 1024 * 1024;
@@ -72,7 +82,7 @@ pub(super) async fn open(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
 }
 
 /// Whether this run continues as new now: between turns, with no cancel waiting, once its
-/// history passed a limit (or Temporal suggests it), and only when what it hands over is
+/// history reached nine tenths of a limit (or Temporal suggests it), and only when what it hands over is
 /// small. Runs recorded before [`CONTINUE_AS_NEW`] never do while they replay; the patch is
 /// asked under an id that names the turn, so such a run asked during its replay is asked
 /// again (and says yes) at the next turn it runs live.
@@ -85,9 +95,9 @@ fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
             && !s.in_turn
             && s.pending_artifacts.is_empty()
             && (suggested
-                || events >= limits.events
-                || s.run_updates >= limits.messages
-                || s.run_bytes + u64::from(events) * 100 >= limits.bytes)
+                || near(u64::from(events), u64::from(limits.events))
+                || near(u64::from(s.run_updates), u64::from(limits.messages))
+                || near(s.run_bytes + u64::from(events) * PER_EVENT_BYTES, limits.bytes))
     });
     if !over {
         return None;

@@ -199,7 +199,7 @@ impl HarnessHandler {
         {
             same_message(&prior, message).map_err(|e| refused(message, e))?;
             if before.is_none() {
-                before = self.row(&task_id, None).await?.map(|r| r.task);
+                before = self.answer_row(&task_id, None).await?.map(|r| r.task);
             }
             let receipt = Receipt {
                 accepted: true,
@@ -233,7 +233,7 @@ impl HarnessHandler {
         if !want_snapshot {
             return Ok((self.store.task_head(task_id).await.map_err(store_error)?, None));
         }
-        Ok(match self.row(task_id, None).await? {
+        Ok(match self.answer_row(task_id, None).await? {
             Some(row) => {
                 let head = TaskHead {
                     state: row.state,

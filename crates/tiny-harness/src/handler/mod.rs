@@ -47,6 +47,8 @@ pub(crate) struct TaskSettings {
     pub instant_model: bool,
     /// `agent.max_message_bytes`.
     pub max_message_bytes: usize,
+    /// `agent.answer_window`: what an answer to one message carries of a long task.
+    pub answer_window: u32,
     /// When a task's run continues as new (`agent.run_max_*`).
     pub run_limits: harness_workflow::RunLimits,
     /// The id this agent has as a participant.
@@ -86,6 +88,21 @@ impl HarnessHandler {
     /// The stored row of a task with the newest `history_length` messages (all: `None`).
     async fn row(&self, task_id: &str, history_length: Option<i32>) -> Result<Option<TaskRow>, A2AError> {
         self.store.task(task_id, history_length).await.map_err(store_error)
+    }
+
+    /// The stored task as an answer to one message carries it (`agent.answer_window`): the
+    /// newest `history_length` messages (the window's when unset) and the newest artifacts,
+    /// so an answer costs the same in a long conversation as in a short one (issue 15).
+    async fn answer_row(&self, task_id: &str, history_length: Option<i32>) -> Result<Option<TaskRow>, A2AError> {
+        let window = self.settings.answer_window;
+        let history = Some(history_length.unwrap_or(window as i32));
+        let artifacts = harness_store::Artifacts::Newest(i64::from(window));
+        self.store.task_with(task_id, history, artifacts).await.map_err(store_error)
+    }
+
+    /// The history length an answer to one message keeps: the client's, else the window.
+    fn answer_history(&self, history_length: Option<i32>) -> Option<i32> {
+        Some(history_length.unwrap_or(self.settings.answer_window as i32))
     }
 
     /// The id this agent has as a participant.

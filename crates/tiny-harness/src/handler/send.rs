@@ -19,7 +19,7 @@ impl HarnessHandler {
         let pending = self.admit(ctx, req, config.return_immediately).await?;
         if config.return_immediately {
             let task = self.accepted_task(pending.accepted().await?).await?;
-            return Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)));
+            return Ok(SendMessageResponse::Task(task.with_history_length(self.answer_history(config.history_length))));
         }
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
         // S5: nothing is answered before Temporal committed the message's acceptance (the
@@ -28,7 +28,7 @@ impl HarnessHandler {
         let accepted = pending.accepted().await?;
         let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final);
         let task = self.task_at_end(&task_id, log, config.history_length).await?;
-        Ok(SendMessageResponse::Task(task.with_history_length(config.history_length)))
+        Ok(SendMessageResponse::Task(task.with_history_length(self.answer_history(config.history_length))))
     }
 
     /// SendStreamingMessage: the task, then its log until a final event (S10).
@@ -47,7 +47,7 @@ impl HarnessHandler {
         }
         // A continued task: the stream still begins with the Task, the message added.
         let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
-        let task = self.accepted_task(accepted).await?;
+        let task = self.accepted_task(accepted).await?.with_history_length(self.answer_history(None));
         Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
     }
 
@@ -63,7 +63,7 @@ impl HarnessHandler {
         let (mut task, add) = match accepted.before {
             Some(task) if !accepted.receipt.duplicate => (task, true),
             _ => (
-                self.row(&accepted.task_id, None)
+                self.answer_row(&accepted.task_id, None)
                     .await?
                     .map(|r| r.task)
                     .ok_or_else(|| A2AError::task_not_found(&accepted.task_id))?,

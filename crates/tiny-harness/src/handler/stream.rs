@@ -98,7 +98,7 @@ impl HarnessHandler {
             }
         }
         let mut task = self
-            .row(task_id, history_length)
+            .answer_row(task_id, history_length)
             .await?
             .map(|r| r.task)
             .ok_or_else(|| A2AError::task_not_found(task_id))?;
