@@ -7,9 +7,39 @@ use serde_json::json;
 use std::path::PathBuf;
 use temporalio_client::WorkflowFetchHistoryOptions;
 
-async fn save(h: &HarnessProcess, task: &str, name: &str) {
+fn fixtures() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../harness-workflow/tests/histories");
     std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Saves every run of a task (oldest first) as `<name>-run-<n>.json`: a run that continued
+/// as new and the run that took over.
+async fn save_runs(h: &HarnessProcess, task: &str, name: &str) {
+    use futures::StreamExt;
+    let client = h.temporal().await;
+    let mut runs: Vec<_> = client
+        .list_workflows(format!("WorkflowId = \"{task}\""), Default::default())
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    runs.sort_by_key(|r| r.start_time());
+    for (n, run) in runs.iter().enumerate() {
+        let info = temporalio_client::WorkflowExecutionInfo::builder()
+            .namespace("default")
+            .workflow_id(task)
+            .run_id(run.run_id().to_string())
+            .build();
+        let handle = info.bind_untyped(client.clone());
+        let json = handle.fetch_history(WorkflowFetchHistoryOptions::default()).to_json().await.unwrap();
+        std::fs::write(fixtures().join(format!("{name}-run-{}.json", n + 1)), json).unwrap();
+    }
+}
+
+async fn save(h: &HarnessProcess, task: &str, name: &str) {
+    let dir = fixtures();
     let client = h.temporal().await;
     let handle = client.get_workflow_handle::<harness_workflow::TaskWorkflow>(task);
     for _ in 0..100 {
@@ -36,6 +66,25 @@ async fn record_task_workflow_histories() {
     c.send(next, json!({})).await;
     c.rpc("CancelTask", json!({"id": id})).await;
     save(&h, &id, "conversation-two-turns-cancel").await;
+    drop(h);
+
+    // A conversation whose runs continue as new every two messages (issue 15), then cancel.
+    let h = HarnessProcess::start(HarnessOptions {
+        linger_secs: 0,
+        agent_extra: "run_max_messages = 2\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let c = h.client();
+    let first = c.stream_message(user_text("run one")).await;
+    let id = task_id(&first);
+    for text in ["still run one", "run two", "still run two"] {
+        let mut next = user_text(text);
+        next["taskId"] = json!(id);
+        c.send(next, json!({})).await;
+    }
+    c.rpc("CancelTask", json!({"id": id})).await;
+    save_runs(&h, &id, "conversation-continued-as-new").await;
     drop(h);
 
     // One-shot, completed.

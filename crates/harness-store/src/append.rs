@@ -335,6 +335,14 @@ async fn rewind(conn: &mut AnyConnection, task_id: &str, from: i64, kept: Option
         ] {
             sqlx::query(sql).bind(task_id).bind(n).execute(&mut *conn).await?;
         }
+        // A cut is rare (a crash): count the senders' messages that are left.
+        sqlx::query(
+            "UPDATE tasks SET user_messages = (SELECT COUNT(*) FROM task_history h WHERE h.task_id = $1 \
+             AND h.message LIKE '%\"role\":\"ROLE_USER\"%') WHERE task_id = $1",
+        )
+        .bind(task_id)
+        .execute(&mut *conn)
+        .await?;
     }
     sqlx::query("UPDATE tasks SET last_seq = $2 - 1, rewrites = rewrites + 1, rewrote_from = $2 WHERE task_id = $1")
         .bind(task_id)

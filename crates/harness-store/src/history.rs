@@ -14,8 +14,8 @@ use std::collections::HashMap;
 /// is taken.
 #[derive(Default)]
 pub(crate) struct Changes {
-    /// (index, message JSON)
-    messages: Vec<(i64, String)>,
+    /// (index, message JSON, sent by a user)
+    messages: Vec<(i64, String, bool)>,
     /// (index, artifact id, artifact JSON)
     artifacts: Vec<(i64, String, String)>,
 }
@@ -44,7 +44,7 @@ impl Changes {
         artifacts: impl Iterator<Item = (i64, &'a Artifact)>,
     ) -> Result<(), StoreError> {
         for (i, m) in messages.iter().enumerate() {
-            self.messages.push((from + i as i64, serde_json::to_string(m)?));
+            self.messages.push((from + i as i64, serde_json::to_string(m)?, m.role == a2a_types::Role::User));
         }
         for (idx, a) in artifacts {
             self.artifacts.push((idx, a.artifact_id.clone(), serde_json::to_string(a)?));
@@ -56,8 +56,9 @@ impl Changes {
     /// retried event finds it there); an artifact replaces the one with its id and keeps
     /// that one's place.
     pub(crate) async fn write(&self, conn: &mut AnyConnection, task_id: &str) -> Result<(), StoreError> {
-        for (idx, message) in &self.messages {
-            sqlx::query(
+        let mut from_users = 0i64;
+        for (idx, message, from_user) in &self.messages {
+            let written = sqlx::query(
                 "INSERT INTO task_history (task_id, idx, message) VALUES ($1, $2, $3) \
                  ON CONFLICT (task_id, idx) DO NOTHING",
             )
@@ -66,6 +67,16 @@ impl Changes {
             .bind(message.as_str())
             .execute(&mut *conn)
             .await?;
+            if *from_user && written.rows_affected() == 1 {
+                from_users += 1;
+            }
+        }
+        if from_users > 0 {
+            sqlx::query("UPDATE tasks SET user_messages = user_messages + $2 WHERE task_id = $1")
+                .bind(task_id)
+                .bind(from_users)
+                .execute(&mut *conn)
+                .await?;
         }
         for (idx, artifact_id, body) in &self.artifacts {
             sqlx::query(

@@ -133,8 +133,7 @@ impl Store {
     pub async fn open_task_states(&self, task_queue: &str) -> Result<Vec<OpenTask>, StoreError> {
         static OPEN: LazyLock<String> = LazyLock::new(|| {
             format!(
-                "SELECT t.task_id, t.state, t.snapshot, (SELECT COUNT(*) FROM task_history h WHERE h.task_id = \
-                 t.task_id AND h.message LIKE '%\"role\":\"ROLE_USER\"%') AS turns FROM tasks t WHERE t.task_queue = \
+                "SELECT t.task_id, t.state, t.snapshot, t.user_messages AS turns FROM tasks t WHERE t.task_queue = \
                  $1 AND t.snapshot <> '' AND t.state NOT IN ({}) ORDER BY t.status_ts DESC LIMIT 1000",
                 *TERMINAL_STATES
             )

@@ -220,7 +220,8 @@ pub struct AgentSection {
 }
 
 impl AgentSection {
-    /// The run limits a new task's workflow gets, checked against Temporal's own caps.
+    /// The run limits a new task's workflow gets, checked against Temporal's own caps (and
+    /// `answer_window`, which must be positive).
     pub fn run_limits(&self) -> Result<harness_workflow::RunLimits, ConfigError> {
         let over = |key: &str, value: u64, cap: u64, what: &str| {
             if value == 0 || value > cap {
@@ -234,6 +235,11 @@ impl AgentSection {
         over("run_max_events", u64::from(self.run_max_events), 51_200, "history events")?;
         over("run_max_bytes", self.run_max_bytes, 50 * 1024 * 1024, "bytes of history")?;
         over("run_max_messages", u64::from(self.run_max_messages), 2_000, "updates")?;
+        if self.answer_window == 0 {
+            return Err(ConfigError(
+                "`agent.answer_window` = 0: an answer must carry at least the newest message (1 or more)".into(),
+            ));
+        }
         Ok(harness_workflow::RunLimits {
             events: self.run_max_events,
             bytes: self.run_max_bytes,
@@ -473,62 +479,4 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_bad_value_names_the_key_and_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("h.toml");
-        std::fs::write(&path, "[agent]\nlifecycle = \"forever\"\n").unwrap();
-        let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
-        assert!(err.contains("h.toml") && err.contains("`agent.lifecycle`") && err.contains("forever"), "{err}");
-        std::fs::write(&path, "[agent]\nmodle = \"echo\"\n").unwrap();
-        let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
-        assert!(err.contains("h.toml") && err.contains("agent.modle") && err.contains("unknown field"), "{err}");
-    }
-
-    #[test]
-    fn the_public_url_is_base_url_plus_prefix_and_a_disagreeing_path_names_both() {
-        let mut c = Config::with_data_dir("/tmp/x");
-        assert_eq!(c.public_url().unwrap(), "http://127.0.0.1:8080");
-        c.server.prefix = "agents/helper/".into();
-        assert_eq!(c.prefix(), "/agents/helper");
-        c.server.base_url = Some("https://a.example.com".into());
-        assert_eq!(c.public_url().unwrap(), "https://a.example.com/agents/helper");
-        c.server.base_url = Some("https://a.example.com/agents/helper/".into());
-        assert_eq!(c.public_url().unwrap(), "https://a.example.com/agents/helper");
-        c.server.base_url = Some("https://a.example.com/other".into());
-        let err = c.public_url().unwrap_err().to_string();
-        assert!(err.contains("/other") && err.contains("/agents/helper") && err.contains("server.prefix"), "{err}");
-    }
-
-    #[test]
-    fn grpc_compression_is_off_on_loopback_and_gzip_elsewhere_unless_configured() {
-        let mut t = TemporalSection::default();
-        for local in ["http://127.0.0.1:7233", "http://localhost:7233", "http://[::1]:7233", "http://127.0.0.2:7233"] {
-            assert_eq!(t.compression(local), GrpcCompression::None, "{local}");
-        }
-        for remote in ["https://ns.tmprl.cloud:7233", "http://10.0.0.5:7233", "http://temporal:7233"] {
-            assert_eq!(t.compression(remote), GrpcCompression::Gzip, "{remote}");
-        }
-        t.grpc_compression = Some(GrpcCompression::Gzip);
-        assert_eq!(t.compression("http://127.0.0.1:7233"), GrpcCompression::Gzip);
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("c.toml");
-        std::fs::write(&file, "[temporal]\ngrpc_compression = \"none\"\n").unwrap();
-        let c = Config::from_file(&file, dir.path()).unwrap();
-        assert_eq!(c.temporal.compression("https://ns.tmprl.cloud:7233"), GrpcCompression::None);
-        std::fs::write(&file, "[temporal]\ngrpc_compression = \"zstd\"\n").unwrap();
-        let err = Config::from_file(&file, dir.path()).unwrap_err().to_string();
-        assert!(err.contains("grpc_compression") && err.contains("c.toml"), "{err}");
-    }
-
-    #[test]
-    fn defaults_put_the_store_in_the_data_dir() {
-        let c = Config::with_data_dir("/tmp/x");
-        assert_eq!(c.store_url(), "sqlite:///tmp/x/harness.db");
-        assert_eq!(c.agent.model, "echo");
-        assert_eq!(c.temporal.mode, TemporalMode::Embedded);
-    }
-}
+mod tests;

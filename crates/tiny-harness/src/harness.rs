@@ -278,7 +278,7 @@ impl Harness {
                 linger_secs: config.agent.terminal_linger_secs,
                 instant_model: provider.as_ref().is_some_and(|m| m.is_instant()),
                 max_message_bytes: config.agent.max_message_bytes,
-                answer_window: config.agent.answer_window.max(1),
+                answer_window: config.agent.answer_window,
                 // Checked by HarnessBuilder::build.
                 run_limits: config.agent.run_limits().unwrap_or_default(),
                 agent_id: config.agent.id.clone(),

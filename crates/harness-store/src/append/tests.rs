@@ -91,7 +91,7 @@ async fn turn(store: &Store, t: &str, n: u32, text: &str, ts: &str, at: i64) -> 
         e
     };
     let mut working = new(t, &format!("wf-{}", keys.0), stamped(TaskState::Working));
-    working.history = vec![Message::agent_text(format!("u{n}"), text)];
+    working.history = vec![Message { role: a2a_types::Role::User, ..Message::agent_text(format!("u{n}"), text) }];
     working.history_from = at;
     working.stored_before = Some(Stored { history: at, artifacts: i64::from(n) - 1 });
     let chunk = new(
@@ -133,6 +133,7 @@ async fn replaces_uncommitted(store: Store) {
     // A workflow task appends turn 2 ("lost") and dies before it commits: Temporal never
     // accepted that message.
     turn(&store, t, 2, "lost", "2026-01-01T00:00:02Z", 2).await;
+    assert_eq!(user_messages(&store, t).await, 2);
     assert_eq!(store.task_head(t).await.unwrap(), None, "no snapshot was written in this test");
     let mut wake = store.notifier().subscribe(t);
     // Its retry takes another message: the same keys with other content replace the
@@ -142,6 +143,7 @@ async fn replaces_uncommitted(store: Store) {
     assert_eq!(again.iter().map(|a| a.seq).collect::<Vec<_>>(), vec![5, 6, 7]);
     assert!(!again[1].rewrote && !again[2].rewrote, "after the cut the rest is appended anew");
     assert_eq!(texts(&store, t).await, vec!["one", "echo: one", "new", "echo: new"]);
+    assert_eq!(user_messages(&store, t).await, 2, "the cut message is no longer counted, its replacement is");
     let events = store.events_after(t, 0, 100).await.unwrap();
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=7).collect::<Vec<_>>(), "no gap");
     let chunk = serde_json::to_string(&events[5].event).unwrap();
@@ -151,6 +153,7 @@ async fn replaces_uncommitted(store: Store) {
     // An identical retry of a replacing event is a plain retry.
     let retry = turn(&store, t, 2, "new", "2026-01-01T00:00:09Z", 2).await;
     assert!(retry.iter().all(|a| !a.new && !a.rewrote), "{retry:?}");
+    assert_eq!(user_messages(&store, t).await, 2, "a retry counts nothing twice");
 
     // A cut-off tail that ended the task (an uncommitted cancel) does not fence its
     // replacement.
@@ -170,6 +173,7 @@ async fn cut_back_when_unchanged(store: Store) {
     store.append(&open).await.unwrap();
     turn(&store, t, 1, "one", "2026-01-01T00:00:01Z", 0).await;
     turn(&store, t, 2, "lost", "2026-01-01T00:00:02Z", 2).await;
+    assert_eq!(user_messages(&store, t).await, 2);
     let seen = store.task_head(t).await.unwrap().unwrap();
     assert_eq!(seen.last_seq, 7);
     let mut head = Task { id: t.into(), context_id: "c".into(), ..Default::default() };
@@ -189,4 +193,14 @@ async fn cut_back_when_unchanged(store: Store) {
     // The next turn appends after the cut, gap-free.
     let next = turn(&store, t, 2, "two", "2026-01-01T00:00:03Z", 2).await;
     assert_eq!(next.iter().map(|a| a.seq).collect::<Vec<_>>(), vec![5, 6, 7]);
+}
+
+/// The senders' messages counted on the task's row (`/_monitor`'s turns, issue 15).
+async fn user_messages(store: &Store, task_id: &str) -> i64 {
+    let row = sqlx::query("SELECT user_messages FROM tasks WHERE task_id = $1")
+        .bind(task_id)
+        .fetch_one(store.reads())
+        .await
+        .unwrap();
+    row.try_get("user_messages").unwrap()
 }

@@ -7,15 +7,20 @@
 //!   (the harness turn's shape without its I/O);
 //! - the harness (release binary, echo model): time to first and to final event of a
 //!   streaming message on a new task, blocking SendMessage p50/p95, messages/s with 16
-//!   concurrent tasks, and its peak RSS.
+//!   concurrent tasks, and its peak RSS;
+//! - one conversation of `--long N` (10,000) messages, one after the other: p50 latency and
+//!   messages/s of its first 100 messages against its last 100, and the harness's RSS before
+//!   and after it (issue 15).
 //!
-//! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10).
+//! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10),
+//! `--parked N` (1,000), `--long N` (10,000; 0 skips it).
 //! Latency samples are taken in turns (floor, streaming, blocking) and throughput in 2 s
 //! turns (raw, raw update-with-start, turn-shaped, harness), so the dev server's fast and slow spells
 //! fall on every measure alike.
 
 mod floor;
 mod harness;
+mod long;
 
 use floor::*;
 use futures::StreamExt;
@@ -191,6 +196,14 @@ async fn main() -> anyhow::Result<()> {
     // The reconciler asks each open task once after a start: let it finish first.
     tokio::time::sleep(Duration::from_secs(20)).await;
     let (cpu_restarted, rss_restarted) = idle(harness.id()).await;
+    // Issue 15: one long conversation on the restarted harness.
+    let long_messages = arg("--long", 10_000) as usize;
+    let long = if long_messages > 1 {
+        eprintln!("bench: one conversation of {long_messages} messages");
+        Some(long::long_conversation(&http, &base, harness.id(), long_messages).await)
+    } else {
+        None
+    };
     let _ = harness.kill();
     let _ = harness.wait();
     stop_worker();
@@ -248,6 +261,26 @@ async fn main() -> anyhow::Result<()> {
         cpu_parked,
         cpu_restarted
     );
+    if let Some(l) = &long {
+        println!(
+            "| one conversation of {} messages: p50 and messages/s of messages 2-{} / the last {} | {:.1} / {:.1} ms, {:.0} / {:.0} /s | {:.2}x / {:.2}x | 1.0x |",
+            l.messages,
+            l.window + 1,
+            l.window,
+            ms(l.first.0),
+            ms(l.last.0),
+            l.first.1,
+            l.last.1,
+            ms(l.last.0) / ms(l.first.0),
+            l.last.1 / l.first.1,
+        );
+        println!(
+            "| harness RSS before / after that conversation | {:.1} / {:.1} MiB | {:.2}x | |",
+            l.rss_before_kib as f64 / 1024.0,
+            l.rss_after_kib as f64 / 1024.0,
+            l.rss_after_kib as f64 / l.rss_before_kib.max(1) as f64,
+        );
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let busy = |c: (f64, f64, f64)| (c.0 + c.1 + c.2) * 100.0 / (measured * cores as f64);
     let per_turn = |c: f64| c * 1000.0 / turn_n.max(1) as f64;

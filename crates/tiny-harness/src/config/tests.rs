@@ -1,0 +1,76 @@
+use super::*;
+
+#[test]
+fn a_bad_value_names_the_key_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.toml");
+    std::fs::write(&path, "[agent]\nlifecycle = \"forever\"\n").unwrap();
+    let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
+    assert!(err.contains("h.toml") && err.contains("`agent.lifecycle`") && err.contains("forever"), "{err}");
+    std::fs::write(&path, "[agent]\nmodle = \"echo\"\n").unwrap();
+    let err = Config::from_file(&path, dir.path()).unwrap_err().to_string();
+    assert!(err.contains("h.toml") && err.contains("agent.modle") && err.contains("unknown field"), "{err}");
+}
+
+/// Issue 15: a run limit past Temporal's own cap (or zero), and an empty answer window,
+/// stop the harness from being built, naming the key.
+#[test]
+fn run_limits_past_temporal_s_caps_and_an_empty_answer_window_are_refused_naming_the_key() {
+    let mut c = Config::with_data_dir("/tmp/x");
+    assert_eq!(c.agent.run_limits().unwrap(), harness_workflow::RunLimits::default());
+    c.agent.run_max_events = 60_000;
+    let err = c.agent.run_limits().unwrap_err().to_string();
+    assert!(err.contains("`agent.run_max_events` = 60000") && err.contains("51200"), "{err}");
+    c.agent.run_max_events = 100;
+    c.agent.run_max_messages = 0;
+    let err = crate::Harness::new(c.clone()).err().expect("refused").to_string();
+    assert!(err.contains("`agent.run_max_messages` = 0"), "{err}");
+    c.agent.run_max_messages = 10;
+    c.agent.answer_window = 0;
+    let err = c.agent.run_limits().unwrap_err().to_string();
+    assert!(err.contains("`agent.answer_window`"), "{err}");
+}
+
+#[test]
+fn the_public_url_is_base_url_plus_prefix_and_a_disagreeing_path_names_both() {
+    let mut c = Config::with_data_dir("/tmp/x");
+    assert_eq!(c.public_url().unwrap(), "http://127.0.0.1:8080");
+    c.server.prefix = "agents/helper/".into();
+    assert_eq!(c.prefix(), "/agents/helper");
+    c.server.base_url = Some("https://a.example.com".into());
+    assert_eq!(c.public_url().unwrap(), "https://a.example.com/agents/helper");
+    c.server.base_url = Some("https://a.example.com/agents/helper/".into());
+    assert_eq!(c.public_url().unwrap(), "https://a.example.com/agents/helper");
+    c.server.base_url = Some("https://a.example.com/other".into());
+    let err = c.public_url().unwrap_err().to_string();
+    assert!(err.contains("/other") && err.contains("/agents/helper") && err.contains("server.prefix"), "{err}");
+}
+
+#[test]
+fn grpc_compression_is_off_on_loopback_and_gzip_elsewhere_unless_configured() {
+    let mut t = TemporalSection::default();
+    for local in ["http://127.0.0.1:7233", "http://localhost:7233", "http://[::1]:7233", "http://127.0.0.2:7233"] {
+        assert_eq!(t.compression(local), GrpcCompression::None, "{local}");
+    }
+    for remote in ["https://ns.tmprl.cloud:7233", "http://10.0.0.5:7233", "http://temporal:7233"] {
+        assert_eq!(t.compression(remote), GrpcCompression::Gzip, "{remote}");
+    }
+    t.grpc_compression = Some(GrpcCompression::Gzip);
+    assert_eq!(t.compression("http://127.0.0.1:7233"), GrpcCompression::Gzip);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, "[temporal]\ngrpc_compression = \"none\"\n").unwrap();
+    let c = Config::from_file(&file, dir.path()).unwrap();
+    assert_eq!(c.temporal.compression("https://ns.tmprl.cloud:7233"), GrpcCompression::None);
+    std::fs::write(&file, "[temporal]\ngrpc_compression = \"zstd\"\n").unwrap();
+    let err = Config::from_file(&file, dir.path()).unwrap_err().to_string();
+    assert!(err.contains("grpc_compression") && err.contains("c.toml"), "{err}");
+}
+
+#[test]
+fn defaults_put_the_store_in_the_data_dir() {
+    let c = Config::with_data_dir("/tmp/x");
+    assert_eq!(c.store_url(), "sqlite:///tmp/x/harness.db");
+    assert_eq!(c.agent.model, "echo");
+    assert_eq!(c.temporal.mode, TemporalMode::Embedded);
+}
