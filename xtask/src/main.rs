@@ -11,6 +11,8 @@
 //! - `bench`: the benchmark of `docs/performance.md`, release build, one run, ratios.
 //! - `histories`: re-records the `TaskWorkflow` histories the replay test replays.
 //! - `dev`: `cargo run -p harness-cli -- dev` with any extra arguments.
+//! - `old-run [REV]`: builds REV's harness and checks that a task mid-conversation on it is
+//!   taken over by this tree's (issue 15).
 //! - `chaos --minutes N [--conversations C]`: the fault-injection suite of
 //!   `crates/contract-tests/tests/crash.rs` for N minutes: C conversations (default 8) with
 //!   retrying clients while the harness, and every other time its Temporal server, is
@@ -286,6 +288,39 @@ fn chaos(extra: &[String]) -> Result<()> {
     })
 }
 
+/// `cargo xtask old-run [REV]` (issue 15): builds the harness of REV (default: the commit
+/// before the workflow stopped keeping the conversation) in a worktree, then runs the test
+/// in which a task mid-conversation on that binary is taken over by this one.
+fn old_run(extra: &[String]) -> Result<()> {
+    let rev = extra.first().map(String::as_str).unwrap_or("0a73336");
+    let tree = root().join("target/old-run/tree");
+    let bin = root().join(format!("target/old-run/tiny-harness-{rev}"));
+    let git = |args: &[&str]| {
+        let mut c = Command::new("git");
+        c.current_dir(root()).args(args);
+        c
+    };
+    let _ = git(&["worktree", "remove", "--force", &tree.to_string_lossy()]).status();
+    run(git(&["worktree", "add", "--detach", &tree.to_string_lossy(), rev]))?;
+    let built = run({
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.current_dir(&tree).args(["build", "-p", "harness-cli"]).env("CARGO_TARGET_DIR", root().join("target"));
+        c
+    })
+    .and_then(|()| Ok(std::fs::copy(root().join("target/debug/tiny-harness"), &bin).map(|_| ())?));
+    let _ = git(&["worktree", "remove", "--force", &tree.to_string_lossy()]).status();
+    built?;
+    // The shared target dir now holds REV's binary: build this tree's again.
+    build_harness()?;
+    run({
+        let mut c = cargo();
+        c.args(["test", "-p", "contract-tests", "--test", "long_lived", "--", "--ignored", "--nocapture"])
+            .arg("a_task_mid_conversation_on_the_old_code_continues_on_this_one")
+            .env("TINY_HARNESS_OLD_BIN", &bin);
+        c
+    })
+}
+
 fn histories() -> Result<()> {
     build_harness()?;
     run({
@@ -330,6 +365,7 @@ async fn main() -> Result<()> {
         "test" => test(extra).await,
         "bench" => bench(extra),
         "histories" => histories(),
+        "old-run" => old_run(extra),
         "chaos" => chaos(extra),
         "contract" => run({
             let mut c = cargo();
@@ -342,7 +378,7 @@ async fn main() -> Result<()> {
             c
         }),
         _ => {
-            eprintln!("usage: cargo xtask <test|contract|bench|histories|dev|chaos> [args]");
+            eprintln!("usage: cargo xtask <test|contract|bench|histories|dev|chaos|old-run> [args]");
             if verb == "help" { Ok(()) } else { bail!("unknown verb `{verb}`") }
         }
     }

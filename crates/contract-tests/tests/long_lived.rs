@@ -169,3 +169,47 @@ async fn ten_thousand_messages_to_one_conversation_cross_every_run_limit_and_los
         assert_eq!(event, serde_json::to_value(&stored.event).unwrap(), "event {} differs from the log", i + 1);
     }
 }
+
+/// Issue 15 item 3: a task that was mid-conversation on the code before this change (the
+/// binary `TINY_HARNESS_OLD_BIN`; `cargo xtask old-run [REV]` builds it and runs this) is
+/// taken over by this code after a SIGKILL: its old run replays, takes more messages, and
+/// then continues as new like any run (the old run's input has no limits: the defaults).
+#[tokio::test]
+#[ignore = "needs the old binary: cargo xtask old-run [REV]"]
+async fn a_task_mid_conversation_on_the_old_code_continues_on_this_one() {
+    let old = std::env::var("TINY_HARNESS_OLD_BIN").expect("TINY_HARNESS_OLD_BIN names the old binary");
+    let new = contract_tests::harness_binary();
+    // SAFETY: set before any other thread of this test reads the environment.
+    unsafe { std::env::set_var("TINY_HARNESS_BIN", &old) };
+    let mut h = HarnessProcess::start(HarnessOptions { request_timeout_secs: 30, ..Default::default() }).await;
+    let c = h.client();
+    let opened =
+        c.send(json!({"messageId": "old-0", "role": "ROLE_USER", "parts": [{"text": "old 0"}]}), json!({})).await;
+    let task_id = opened["result"]["task"]["id"].as_str().expect("task id").to_string();
+    let send = |c: contract_tests::A2AClient, id: String, i: usize| async move {
+        let text = format!("message {i}");
+        let m = json!({"messageId": format!("m-{i}"), "taskId": id, "role": "ROLE_USER", "parts": [{"text": text}]});
+        let r = c.send(m, json!({})).await;
+        assert_eq!(text_of(&r["result"]["task"]["status"]["message"]), format!("echo: {text}"), "message {i}: {r}");
+    };
+    for i in 1..3 {
+        send(c.clone(), task_id.clone(), i).await;
+    }
+    h.kill9();
+    // SAFETY: the old harness is gone; nothing else reads the environment now.
+    unsafe { std::env::set_var("TINY_HARNESS_BIN", &new) };
+    h.restart().await;
+    // Past nine tenths of the default 4,000 events (about eight a message).
+    let total = 480;
+    for i in 3..total {
+        send(c.clone(), task_id.clone(), i).await;
+    }
+    let history = h.store().await.history(&task_id, i64::MAX, None).await.unwrap();
+    let asked: Vec<String> = history.iter().filter(|m| m.role == Role::User).map(|m| m.text()).collect();
+    let want: Vec<String> =
+        std::iter::once("old 0".to_string()).chain((1..total).map(|i| format!("message {i}"))).collect();
+    assert_eq!(asked, want, "every message once, in order");
+    let runs = runs_of(&h.temporal().await, &task_id).await;
+    assert!(runs.len() >= 2, "the old run never continued as new: {runs:?}");
+    assert_eq!(runs[0].1, WorkflowExecutionStatus::ContinuedAsNew, "{runs:?}");
+}
