@@ -292,7 +292,7 @@ fn chaos(extra: &[String]) -> Result<()> {
 /// before the workflow stopped keeping the conversation) in a worktree, then runs the test
 /// in which a task mid-conversation on that binary is taken over by this one.
 fn old_run(extra: &[String]) -> Result<()> {
-    let rev = extra.first().map(String::as_str).unwrap_or("0a73336");
+    let rev = extra.first().map(String::as_str).unwrap_or("996d0e0");
     let tree = root().join("target/old-run/tree");
     let bin = root().join(format!("target/old-run/tiny-harness-{rev}"));
     let git = |args: &[&str]| {
