@@ -364,3 +364,32 @@ impl OwnTemporal {
         self.start_again().await;
     }
 }
+
+/// Every run of a task's workflow, oldest first: a run that continued as new and the runs
+/// after it (issue 15).
+pub async fn runs_of(client: &temporalio_client::Client, task_id: &str) -> Vec<temporalio_client::WorkflowExecution> {
+    use futures::StreamExt;
+    let mut runs: Vec<_> = client
+        .list_workflows(format!("WorkflowId = \"{task_id}\""), Default::default())
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .map(|r| r.expect("list the task's runs"))
+        .collect();
+    runs.sort_by_key(|r| r.start_time());
+    runs
+}
+
+/// A handle on one run of a task's workflow.
+pub fn run_handle(
+    client: &temporalio_client::Client,
+    task_id: &str,
+    run_id: &str,
+) -> temporalio_client::UntypedWorkflowHandle<temporalio_client::Client> {
+    temporalio_client::WorkflowExecutionInfo::builder()
+        .namespace("default")
+        .workflow_id(task_id)
+        .run_id(run_id.to_string())
+        .build()
+        .bind_untyped(client.clone())
+}

@@ -492,12 +492,8 @@ async fn a_harness_killed_while_a_run_continues_as_new_loses_nothing() {
     assert!(why.is_empty(), "{why:#?}\n{}", h.log());
 
     // The run the kill hit did continue as new, and so did later ones.
-    use futures::StreamExt;
-    let client = h.temporal().await;
-    let runs: Vec<_> = client.list_workflows(format!("WorkflowId = \"{task_id}\""), Default::default()).collect().await;
-    let continued = runs
-        .iter()
-        .filter(|r| r.as_ref().is_ok_and(|r| r.status() == temporalio_client::WorkflowExecutionStatus::ContinuedAsNew))
-        .count();
+    let runs = contract_tests::runs_of(&h.temporal().await, &task_id).await;
+    let continued =
+        runs.iter().filter(|r| r.status() == temporalio_client::WorkflowExecutionStatus::ContinuedAsNew).count();
     assert!(continued >= 2, "expected runs that continued as new, found {continued} of {}", runs.len());
 }

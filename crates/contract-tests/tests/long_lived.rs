@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use temporalio_client::{Client, WorkflowExecutionInfo, WorkflowExecutionStatus};
+use temporalio_client::{Client, WorkflowExecutionStatus};
 
 /// The bounds the long conversation runs under (`[agent] run_max_*`).
 const MAX_EVENTS: i64 = 2_000;
@@ -18,30 +18,17 @@ const MAX_BYTES: i64 = 2 * 1024 * 1024;
 
 /// Each run of a task's workflow, oldest first: (run id, status, history events, history bytes).
 async fn runs_of(client: &Client, task_id: &str) -> Vec<(String, WorkflowExecutionStatus, i64, i64)> {
-    use futures::StreamExt;
-    let listed: Vec<_> = client
-        .list_workflows(format!("WorkflowId = \"{task_id}\""), Default::default())
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .map(|r| r.expect("list runs"))
-        .collect();
     let mut runs = Vec::new();
-    for run in listed {
-        let info = WorkflowExecutionInfo::builder()
-            .namespace("default")
-            .workflow_id(task_id)
-            .run_id(run.run_id().to_string())
-            .build();
-        let handle = info.bind_untyped(client.clone());
-        let d = handle.describe(Default::default()).await.expect("describe run");
+    for run in contract_tests::runs_of(client, task_id).await {
+        let d = contract_tests::run_handle(client, task_id, run.run_id())
+            .describe(Default::default())
+            .await
+            .expect("describe run");
         let status = d.status();
         let raw = d.raw_description.workflow_execution_info.expect("execution info");
-        let started = raw.start_time.map(|t| (t.seconds, t.nanos)).unwrap_or_default();
-        runs.push((started, (run.run_id().to_string(), status, raw.history_length, raw.history_size_bytes)));
+        runs.push((run.run_id().to_string(), status, raw.history_length, raw.history_size_bytes));
     }
-    runs.sort_by_key(|(started, _)| *started);
-    runs.into_iter().map(|(_, r)| r).collect()
+    runs
 }
 
 fn text_of(message: &Value) -> String {

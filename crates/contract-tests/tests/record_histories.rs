@@ -16,23 +16,9 @@ fn fixtures() -> PathBuf {
 /// Saves every run of a task (oldest first) as `<name>-run-<n>.json`: a run that continued
 /// as new and the run that took over.
 async fn save_runs(h: &HarnessProcess, task: &str, name: &str) {
-    use futures::StreamExt;
     let client = h.temporal().await;
-    let mut runs: Vec<_> = client
-        .list_workflows(format!("WorkflowId = \"{task}\""), Default::default())
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .map(|r| r.unwrap())
-        .collect();
-    runs.sort_by_key(|r| r.start_time());
-    for (n, run) in runs.iter().enumerate() {
-        let info = temporalio_client::WorkflowExecutionInfo::builder()
-            .namespace("default")
-            .workflow_id(task)
-            .run_id(run.run_id().to_string())
-            .build();
-        let handle = info.bind_untyped(client.clone());
+    for (n, run) in contract_tests::runs_of(&client, task).await.iter().enumerate() {
+        let handle = contract_tests::run_handle(&client, task, run.run_id());
         let json = handle.fetch_history(WorkflowFetchHistoryOptions::default()).to_json().await.unwrap();
         std::fs::write(fixtures().join(format!("{name}-run-{}.json", n + 1)), json).unwrap();
     }
