@@ -29,6 +29,29 @@ fn json(body: Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
+/// Anything but POST at the JSON-RPC URL: a JSON-RPC error saying how to call it (405).
+pub(crate) async fn not_posted(method: axum::http::Method) -> Response {
+    let err = A2AError::new(
+        ErrorKind::InvalidRequest,
+        format!("{method} is not a JSON-RPC call: POST a JSON-RPC 2.0 request to {}", crate::JSONRPC_PATH),
+    );
+    let mut response = json(failure(&Value::Null, &err));
+    *response.status_mut() = axum::http::StatusCode::METHOD_NOT_ALLOWED;
+    response.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+    response
+}
+
+/// A path below the JSON-RPC URL: no endpoint there (404, as a JSON-RPC error).
+pub(crate) async fn no_endpoint(uri: axum::http::Uri) -> Response {
+    let err = A2AError::new(
+        ErrorKind::MethodNotFound,
+        format!("no JSON-RPC endpoint at {}: POST to {}", uri.path(), crate::JSONRPC_PATH),
+    );
+    let mut response = json(failure(&Value::Null, &err));
+    *response.status_mut() = axum::http::StatusCode::NOT_FOUND;
+    response
+}
+
 pub(crate) async fn handle(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,

@@ -157,9 +157,16 @@ impl AppState {
 pub fn router<H: RequestHandler>(agent_card: Arc<AgentCard>, slot: Arc<HandlerSlot<H>>) -> Router {
     let card = Arc::new(card::CardResponder::new(&agent_card));
     let state = AppState { slot, agent_card, card };
+    // Issue 16: the JSON-RPC URL answers with and without a trailing slash (clients join
+    // the interface URL and "/"), and so does the REST base; a request that reaches none of
+    // the operations gets the binding's own error body, never an empty 404 or 405.
+    let rpc = || axum::routing::post(jsonrpc::handle).fallback(jsonrpc::not_posted);
     Router::new()
         .route(CARD_PATH, axum::routing::get(card::serve))
-        .route(JSONRPC_PATH, axum::routing::post(jsonrpc::handle))
+        .route(JSONRPC_PATH, rpc())
+        .route(&format!("{JSONRPC_PATH}/"), rpc())
+        .route(&format!("{JSONRPC_PATH}/{{*rest}}"), axum::routing::any(jsonrpc::no_endpoint))
+        .route(REST_PATH, axum::routing::any(rest::handle))
         .route(&format!("{REST_PATH}/{{*path}}"), axum::routing::any(rest::handle))
         .with_state(state)
 }

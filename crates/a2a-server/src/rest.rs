@@ -171,6 +171,8 @@ fn find(verb: &Method, segments: &[String]) -> Result<Found, Box<Response>> {
 /// The path after the REST base, split into percent-decoded segments.
 fn segments(raw: &RawPathParams) -> Result<Vec<String>, A2AError> {
     let path = raw.iter().find(|(name, _)| *name == "path").map(|(_, v)| v).unwrap_or("");
+    // A trailing slash names the same resource (`/tasks/t1/` is `/tasks/t1`).
+    let path = path.strip_suffix('/').unwrap_or(path);
     path.split('/')
         .map(|s| {
             percent_encoding::percent_decode_str(s)

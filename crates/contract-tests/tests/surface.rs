@@ -396,3 +396,53 @@ async fn a_plain_first_message_gets_the_default_brief_in_the_task_extension_meta
     // The status substate lives beside it; neither replaces the other.
     assert_eq!(task["metadata"]["io.github.madarauchiha-314.tiny-harness/status"]["substate"], "awaiting-next-message");
 }
+
+/// Issue 16 item 1: clients that join the interface URL and "/" reach the JSON-RPC
+/// operations; every request that reaches no operation gets a JSON body in its binding's
+/// error shape (a JSON-RPC error at the JSON-RPC URL, a `google.rpc.Status` under the REST
+/// base and elsewhere), never an empty 404 or 405.
+#[tokio::test]
+async fn the_json_rpc_url_takes_a_trailing_slash_and_no_request_gets_an_empty_error() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let http = reqwest::Client::new();
+    let at = |path: &str| format!("{}{path}", h.base_url);
+    let answer = |r: reqwest::Response| async move {
+        let status = r.status().as_u16();
+        let allow = r.headers().get("allow").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let ct = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let text = r.text().await.unwrap();
+        let body: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text:?}"));
+        assert!(ct.starts_with("application/json"), "{status} {ct}");
+        (status, allow, body)
+    };
+    // The trailing-slash URL is the JSON-RPC URL.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user_text("slash")}});
+    let sent = http.post(at("/a2a/jsonrpc/")).header("A2A-Version", "1.0").json(&call).send().await.unwrap();
+    let (status, _, body) = answer(sent).await;
+    assert_eq!(status, 200);
+    let task_id = body["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{body}")).to_string();
+    // Not POSTed: 405, Allow: POST, a JSON-RPC error that says how to call.
+    for path in ["/a2a/jsonrpc", "/a2a/jsonrpc/"] {
+        let (status, allow, body) = answer(http.get(at(path)).send().await.unwrap()).await;
+        assert_eq!((status, allow.as_str()), (405, "POST"), "{path}: {body}");
+        assert_eq!((body["jsonrpc"].as_str(), body["error"]["code"].as_i64()), (Some("2.0"), Some(-32600)), "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("POST"), "{body}");
+    }
+    // Below the JSON-RPC URL: 404 as a JSON-RPC error naming the path.
+    let (status, _, body) = answer(http.post(at("/a2a/jsonrpc/v1/rpc")).json(&call).send().await.unwrap()).await;
+    assert_eq!((status, body["error"]["code"].as_i64()), (404, Some(-32601)), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("/a2a/jsonrpc/v1/rpc"), "{body}");
+    // The REST base, with and without the slash, and an unknown REST path: google.rpc.Status.
+    for path in ["/a2a/rest", "/a2a/rest/", "/a2a/rest/no/such/thing"] {
+        let (status, _, body) = answer(http.get(at(path)).header("A2A-Version", "1.0").send().await.unwrap()).await;
+        assert_eq!((status, body["error"]["status"].as_str()), (404, Some("NOT_FOUND")), "{path}: {body}");
+    }
+    // A REST operation's path with a trailing slash is the operation.
+    let got = http.get(at(&format!("/a2a/rest/tasks/{task_id}/"))).header("A2A-Version", "1.0").send().await.unwrap();
+    let (status, _, body) = answer(got).await;
+    assert_eq!((status, body["id"].as_str()), (200, Some(task_id.as_str())), "{body}");
+    // Outside the A2A paths: a JSON 404 naming the request.
+    let (status, _, body) = answer(http.get(at("/no/such/page")).send().await.unwrap()).await;
+    assert_eq!((status, body["error"]["status"].as_str()), (404, Some("NOT_FOUND")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("GET /no/such/page"), "{body}");
+}

@@ -63,6 +63,11 @@ fn status_error(status: StatusCode, reason: &str, message: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
+/// A request no route serves: a `google.rpc.Status` 404 naming it.
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    status_error(StatusCode::NOT_FOUND, "NOT_FOUND", format!("no route: {method} {}", uri.path()))
+}
+
 /// The routes of a harness for a mount (see [`Harness::router`] and [`harness_router`]).
 pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
     let inner = harness.inner.clone();
@@ -90,6 +95,11 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
             // Its own routes, registered here, so no A2A REST path can shadow them.
             routes = routes.nest_service(UI_PATH, tower_http::services::ServeDir::new(dir));
         }
+    }
+    if mount == Mount::AtPrefix {
+        // Issue 16: a path no route serves is a JSON 404 too (a host merging the routes at
+        // its root keeps its own fallback; axum allows one per router).
+        routes = routes.fallback(no_route);
     }
     let cors = !config.server.cors_origins.is_empty() && options.cors;
     if cors && mount == Mount::AtRoot {
