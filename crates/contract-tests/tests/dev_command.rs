@@ -8,9 +8,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn start_dev(data_dir: &std::path::Path, port: u16) -> Child {
+    start_dev_with(data_dir, port, &[])
+}
+
+/// `dev` with more arguments (e.g. `--config FILE`).
+fn start_dev_with(data_dir: &std::path::Path, port: u16, more: &[&std::ffi::OsStr]) -> Child {
     Command::new(harness_binary())
         .args(["dev", "--port", &port.to_string(), "--data-dir"])
         .arg(data_dir)
+        .args(more)
         .env_remove("TINY_HARNESS_PUSH_KEY")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -141,4 +147,34 @@ fn without_the_temporal_cli_and_without_python_dev_says_what_is_missing() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("`temporal` CLI was not found") && err.contains("`python3` is missing"), "{err}");
+}
+
+/// Issue 16 item 4: `dev --config FILE` with `[card.extended]` declares
+/// `capabilities.extendedAgentCard` and answers GetExtendedAgentCard on both bindings with
+/// the extended description and skills.
+#[tokio::test]
+async fn dev_with_an_extended_card_in_its_config_declares_and_serves_it_on_both_bindings() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("harness.toml");
+    std::fs::write(
+        &config,
+        "[card.extended]\ndescription = \"for callers who asked\"\n\n[[card.extended.skills]]\nid = \"deep\"\nname = \"Deep skill\"\n",
+    )
+    .unwrap();
+    let port = tiny_harness::temporal_dev::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut dev = start_dev_with(dir.path(), port, &["--config".as_ref(), config.as_os_str()]);
+    wait_ready(&base, &mut dev).await;
+    let card: serde_json::Value =
+        reqwest::get(format!("{base}/.well-known/agent-card.json")).await.unwrap().json().await.unwrap();
+    assert_eq!(card["capabilities"]["extendedAgentCard"], json!(true), "{card}");
+    let c = A2AClient::new(&base);
+    let rpc = c.rpc("GetExtendedAgentCard", json!({})).await;
+    let rest = c.rest(reqwest::Method::GET, "/extendedAgentCard", None).await;
+    for extended in [&rpc["result"], &rest.body] {
+        assert_eq!(extended["description"], "for callers who asked", "{extended}");
+        assert!(extended["skills"].as_array().unwrap().iter().any(|s| s["id"] == "deep"), "{extended}");
+    }
+    let status = sigterm_and_wait(&mut dev);
+    assert!(status.success(), "dev did not stop cleanly: {status}\n{}", logs(dir.path()));
 }
