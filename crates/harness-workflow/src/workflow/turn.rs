@@ -33,6 +33,9 @@ fn near(used: u64, limit: u64) -> bool {
     used * 10 >= limit * 9
 }
 
+/// How much of the remembered `messageId`s a run hands the next (their lengths).
+const MAX_CARRIED_IDS_BYTES: usize = 128 * 1024;
+
 /// A run does not continue while what it would hand over is larger than this (the mailbox
 /// of queued messages): Temporal refuses a payload over 2 MB.
 const MAX_CARRIED_BYTES: usize = 1024 * 1024;
@@ -288,6 +291,11 @@ impl TaskWorkflow {
         }
     }
 
+    /// The remembered `messageId`s the next run takes over ([`newest_within`]).
+    fn carried_accepted(&self) -> Vec<(String, i64)> {
+        newest_within(&self.accepted_order, &self.accepted, MAX_CARRIED_IDS_BYTES)
+    }
+
     /// The next run's input: this one's, with the state it needs to go on (and no first
     /// message: the task is open).
     fn next_run_input(&self) -> Box<TaskInput> {
@@ -300,7 +308,7 @@ impl TaskWorkflow {
             stored_artifacts: self.stored_artifacts as u32,
             pending_history: self.pending_history.clone(),
             mailbox: self.mailbox.iter().map(|(i, item)| (*i as u32, item.clone())).collect(),
-            accepted: self.accepted_order.iter().map(|id| (id.clone(), self.accepted[id])).collect(),
+            accepted: self.carried_accepted(),
             cancel: self.cancel.clone(),
             runs: self.runs + 1,
         };
@@ -324,4 +332,40 @@ async fn cancellable<T>(
         let _ = call.await;
     }
     outcome
+}
+
+/// The newest of `order`'s ids (oldest first, with their cursors) whose lengths (and a fixed
+/// cost each) add up to at most `budget` bytes: however long the ids a client sends, the next
+/// run's input stays small enough to be sent.
+fn newest_within(
+    order: &std::collections::VecDeque<String>,
+    cursors: &std::collections::HashMap<String, i64>,
+    budget: usize,
+) -> Vec<(String, i64)> {
+    let mut left = budget;
+    let mut newest = Vec::new();
+    for id in order.iter().rev() {
+        let Some(rest) = left.checked_sub(id.len() + 16) else { break };
+        left = rest;
+        newest.push((id.clone(), cursors.get(id).copied().unwrap_or_default()));
+    }
+    newest.reverse();
+    newest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 15: the ids a run hands the next are its newest, oldest first, within the budget.
+    #[test]
+    fn a_run_hands_over_its_newest_message_ids_within_the_budget() {
+        let order: std::collections::VecDeque<String> = ["a".repeat(40), "b".repeat(40), "c".repeat(40)].into();
+        let cursors = order.iter().enumerate().map(|(i, id)| (id.clone(), i as i64)).collect();
+        let all = newest_within(&order, &cursors, 1024);
+        assert_eq!(all.iter().map(|(_, c)| *c).collect::<Vec<_>>(), [0, 1, 2]);
+        let two = newest_within(&order, &cursors, 2 * 56 + 10);
+        assert_eq!(two, vec![(order[1].clone(), 1), (order[2].clone(), 2)], "the oldest goes first");
+        assert!(newest_within(&order, &cursors, 10).is_empty());
+    }
 }
