@@ -85,10 +85,11 @@ pub(super) async fn open(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
 }
 
 /// Whether this run continues as new now: between turns, with no cancel waiting, once its
-/// history reached nine tenths of a limit (or Temporal suggests it), and only when what it hands over is
-/// small. Runs recorded before [`CONTINUE_AS_NEW`] never do while they replay; the patch is
-/// asked under an id that names the turn, so such a run asked during its replay is asked
-/// again (and says yes) at the next turn it runs live.
+/// history reached nine tenths of a limit (or Temporal suggests it), and only when what it
+/// hands over is small. Runs recorded before [`CONTINUE_AS_NEW`] never do while they replay;
+/// the patch is asked under an id that names the turn (the SDK remembers a patch's first
+/// answer, a replay's "no" included), so such a run is asked again, and says yes, at the
+/// next turn it runs live.
 fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
     let events = ctx.history_length();
     let suggested = ctx.continue_as_new_suggested();
