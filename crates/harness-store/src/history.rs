@@ -97,7 +97,6 @@ impl Changes {
 /// Which artifacts a read puts back into its tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Artifacts {
-    No,
     All,
     /// The newest `n` (by their place in the task).
     Newest(i64),
@@ -115,12 +114,10 @@ impl Store {
         &self,
         tasks: &mut [Task],
         history_length: Option<i32>,
-        artifacts: Artifacts,
+        artifacts: bool,
     ) -> Result<(), StoreError> {
-        match tasks {
-            [] => return Ok(()),
-            [task] => return self.fill_one(task, history_length, artifacts).await,
-            _ => {}
+        if tasks.is_empty() {
+            return Ok(());
         }
         let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
         let at: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
@@ -146,26 +143,11 @@ impl Store {
                 }
             }
         }
-        if artifacts != Artifacts::No {
-            let (sql, newest) = match artifacts {
-                Artifacts::Newest(n) => (
-                    format!(
-                        "SELECT task_id, body FROM (SELECT task_id, idx, body, \
-                         ROW_NUMBER() OVER (PARTITION BY task_id ORDER BY idx DESC) AS newest \
-                         FROM task_artifacts WHERE task_id IN ({listed})) a WHERE newest <= ${} ORDER BY task_id, idx",
-                        ids.len() + 1
-                    ),
-                    Some(n),
-                ),
-                _ => (
-                    format!(
-                        "SELECT task_id, body FROM task_artifacts WHERE task_id IN ({listed}) ORDER BY task_id, idx"
-                    ),
-                    None,
-                ),
-            };
+        if artifacts {
+            let sql =
+                format!("SELECT task_id, body FROM task_artifacts WHERE task_id IN ({listed}) ORDER BY task_id, idx");
             tasks.iter_mut().for_each(|t| t.artifacts.clear());
-            for (task_id, body) in self.bodies_by_task(&sql, &ids, newest).await? {
+            for (task_id, body) in self.bodies_by_task(&sql, &ids, None).await? {
                 if let Some(&i) = at.get(task_id.as_str()) {
                     tasks[i].artifacts.push(serde_json::from_str(&body)?);
                 }
@@ -174,9 +156,10 @@ impl Store {
         Ok(())
     }
 
-    /// [`Store::fill`] for one task: the newest rows by their place, through the primary key
-    /// and `task_artifacts_by_place`, so the cost is what is read, not the task's length.
-    async fn fill_one(
+    /// [`Store::fill`] for one task, with the artifacts asked for: the newest rows by their
+    /// place, through the primary key and `task_artifacts_by_place`, so the cost is what is
+    /// read, not the task's length.
+    pub(crate) async fn fill_one(
         &self,
         task: &mut Task,
         history_length: Option<i32>,
@@ -187,7 +170,6 @@ impl Store {
             task.history = self.history(&task.id, i64::MAX, last).await?;
         }
         let limit = match artifacts {
-            Artifacts::No => return Ok(()),
             Artifacts::All => i64::MAX,
             Artifacts::Newest(n) => n,
         };

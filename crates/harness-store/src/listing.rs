@@ -114,8 +114,7 @@ impl Store {
             }
             tasks.push(task);
         }
-        let artifacts = if q.include_artifacts { crate::Artifacts::All } else { crate::Artifacts::No };
-        self.fill(&mut tasks, q.history_length, artifacts).await?;
+        self.fill(&mut tasks, q.history_length, q.include_artifacts).await?;
         Ok(TaskPage { tasks, total, next })
     }
 }

@@ -114,7 +114,7 @@ impl Store {
         let state: TaskState = state.parse().unwrap_or_default();
         // The snapshot is written with status events; a later event may have moved the state.
         task.status.state = state;
-        self.fill(std::slice::from_mut(&mut task), history_length, artifacts).await?;
+        self.fill_one(&mut task, history_length, artifacts).await?;
         Ok(Some(TaskRow { task, state, last_seq: r.try_get("last_seq")?, task_queue: r.try_get("task_queue")? }))
     }
     /// The task queue that owns a task, when its log has begun (S19).

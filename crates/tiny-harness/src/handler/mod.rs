@@ -94,10 +94,8 @@ impl HarnessHandler {
     /// newest `history_length` messages (the window's when unset) and the newest artifacts,
     /// so an answer costs the same in a long conversation as in a short one (issue 15).
     async fn answer_row(&self, task_id: &str, history_length: Option<i32>) -> Result<Option<TaskRow>, A2AError> {
-        let window = self.settings.answer_window;
-        let history = Some(history_length.unwrap_or(window as i32));
-        let artifacts = harness_store::Artifacts::Newest(i64::from(window));
-        self.store.task_with(task_id, history, artifacts).await.map_err(store_error)
+        let artifacts = harness_store::Artifacts::Newest(i64::from(self.settings.answer_window));
+        self.store.task_with(task_id, self.answer_history(history_length), artifacts).await.map_err(store_error)
     }
 
     /// The history length an answer to one message keeps: the client's, else the window.
