@@ -422,7 +422,7 @@ async fn each_refusal_of_the_inbox_validator_crosses_temporal_typed() {
         InboxItem {
             request_id: message_id.to_string(),
             message: serde_json::from_value(message).unwrap(),
-            skip_working: false,
+            ..Default::default()
         }
     };
 

@@ -134,6 +134,11 @@ pub struct InboxItem {
     /// and it travels with the message, so a replay decides the same.
     #[serde(default, skip_serializing_if = "is_false")]
     pub skip_working: bool,
+    /// The turn on this message is a direct reply
+    /// ([`crate::models::ModelProvider::replies_directly`]): the task completes after it,
+    /// whatever the lifecycle, since its client was answered with a Message and tracks no task.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub direct: bool,
 }
 
 fn is_false(b: &bool) -> bool {

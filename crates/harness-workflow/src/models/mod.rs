@@ -94,6 +94,17 @@ pub trait ModelProvider: Send + Sync {
     fn shows_working(&self, _message: &Message) -> bool {
         true
     }
+
+    /// Whether the turn on `message` is a direct reply: SendMessage answers with the turn's
+    /// reply Message instead of the Task, and a stream is that one Message (A2A's
+    /// "Message-only stream"). Asked when a message that opens a task is admitted (a message
+    /// to a task the client already tracks is always answered with the task), because the
+    /// choice must be made before a stream's first event; the answer travels with the
+    /// message to the workflow. The task is still durable: it runs, stores both messages and
+    /// completes after the turn (docs/conformance.md, "Direct replies").
+    fn replies_directly(&self, _message: &Message) -> bool {
+        false
+    }
 }
 
 /// The providers this worker can call, by name.

@@ -13,6 +13,11 @@
 //! [[reply]]
 //! when = "explode"
 //! fail = "the scripted model failed"
+//!
+//! [[reply]]
+//! when = "quick"
+//! chunks = ["A direct reply."]
+//! direct = true               # answered with the reply Message, not the task (needs `when`)
 //! ```
 
 use super::{DeltaStream, ModelError, ModelEvent, ModelProvider, ModelRequest, last_user_text};
@@ -33,6 +38,10 @@ pub struct ScriptedReply {
     pub delay_ms: u64,
     #[serde(default)]
     pub fail: Option<String>,
+    /// A direct reply ([`ModelProvider::replies_directly`]): decided from the message's text
+    /// when it is admitted, so only a reply with `when` can be one.
+    #[serde(default)]
+    pub direct: bool,
 }
 
 #[derive(Deserialize)]
@@ -64,6 +73,13 @@ impl ScriptedModel {
             if r.chunks.is_empty() && r.fail.is_none() {
                 return Err(format!("reply {} has neither `chunks` nor `fail`", i + 1));
             }
+            if r.direct && r.when.is_none() {
+                return Err(format!(
+                    "reply {} has `direct = true` without `when`: a direct reply is decided from the message's text \
+                     when it arrives",
+                    i + 1
+                ));
+            }
         }
         Ok(Self { replies: file.reply })
     }
@@ -72,7 +88,7 @@ impl ScriptedModel {
     /// replies without `when` in turn order.
     fn pick(&self, request: &ModelRequest) -> ScriptedReply {
         let text = last_user_text(&request.history);
-        if let Some(r) = self.replies.iter().find(|r| r.when.as_deref().is_some_and(|w| text.contains(w))) {
+        if let Some(r) = self.matching(&text) {
             return r.clone();
         }
         let plain: Vec<&ScriptedReply> = self.replies.iter().filter(|r| r.when.is_none()).collect();
@@ -81,6 +97,11 @@ impl ScriptedModel {
         }
         plain[(request.turn.max(1) as usize - 1) % plain.len()].clone()
     }
+
+    /// The first reply whose `when` the text contains.
+    fn matching(&self, text: &str) -> Option<&ScriptedReply> {
+        self.replies.iter().find(|r| r.when.as_deref().is_some_and(|w| text.contains(w)))
+    }
 }
 
 #[async_trait::async_trait]
@@ -88,6 +109,11 @@ impl ModelProvider for ScriptedModel {
     /// It answers the turn's message alone.
     fn history_window(&self) -> Option<usize> {
         Some(1)
+    }
+
+    /// A message whose text picks a reply with `direct = true`.
+    fn replies_directly(&self, message: &a2a_types::Message) -> bool {
+        self.matching(&message.text()).is_some_and(|r| r.direct)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
@@ -145,5 +171,7 @@ mod tests {
         assert_eq!(err, "reply 1 has neither `chunks` nor `fail`");
         let err = ScriptedModel::from_toml("[[reply]]\nchunk = [\"x\"]\n").unwrap_err();
         assert!(err.contains("unknown field `chunk`"), "{err}");
+        let err = ScriptedModel::from_toml("[[reply]]\nchunks = [\"x\"]\ndirect = true\n").unwrap_err();
+        assert!(err.starts_with("reply 1 has `direct = true` without `when`"), "{err}");
     }
 }

@@ -156,20 +156,30 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         Ok(reply) => {
             let size = serde_json::to_vec(&reply).map_or(0, |v| v.len() as u64);
             ctx.state_mut(|s| s.run_bytes += size + CALL_BYTES);
-            end_turn(ctx, turn, artifact_id, reply).await
+            end_turn(ctx, turn, artifact_id, reply, item.direct).await
         }
         Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.cancel.is_some()) => {
             set_status(ctx, TaskState::Canceled, None, None).await?;
             Ok(Flow::End)
         }
         Err(e) => {
-            let why = e.failure().map(|f| f.message.clone()).unwrap_or_else(|| e.to_string());
+            let why = failure_text(&e);
             let message_id = format!("{}:failure:{turn}", ctx.state(|s| s.head.id.clone()));
             let text = format!("the model failed: {why}");
             set_status(ctx, TaskState::Failed, Some(Message::agent_text(message_id, text)), None).await?;
             Ok(Flow::End)
         }
     }
+}
+
+/// What a failed model call says: the provider's own text, the innermost cause (the
+/// activity failure around it only says "Activity task failed").
+fn failure_text(e: &ActivityExecutionError) -> String {
+    let Some(mut failure) = e.failure() else { return e.to_string() };
+    while let Some(cause) = failure.cause.as_deref() {
+        failure = cause;
+    }
+    failure.message.clone()
 }
 
 /// Calls the model: a local activity for an instant provider, a regular one (heartbeating,
@@ -199,12 +209,13 @@ async fn call_model(
 }
 
 /// Takes the reply into the task and ends the turn: as the provider decided, else parked
-/// (conversation) or completed (one-shot), unless more messages wait.
+/// (conversation) or completed (one-shot, or a `direct` reply), unless more messages wait.
 async fn end_turn(
     ctx: &mut WorkflowContext<TaskWorkflow>,
     turn: u32,
     artifact_id: String,
     reply: ModelReply,
+    direct: bool,
 ) -> WorkflowResult<Flow> {
     let finish = reply.finish.as_ref().map(|f| f.state);
     let reply_message = ctx.state_mut(|s| s.take_reply(turn, artifact_id, reply));
@@ -223,7 +234,9 @@ async fn end_turn(
     if ctx.state(|s| !s.mailbox.is_empty()) {
         return Ok(Flow::Next);
     }
-    match ctx.state(|s| s.input.lifecycle) {
+    // A direct reply's client tracks no task: nothing would ever continue it.
+    let lifecycle = if direct { Lifecycle::OneShot } else { ctx.state(|s| s.input.lifecycle) };
+    match lifecycle {
         Lifecycle::OneShot => {
             set_status(ctx, TaskState::Completed, reply_message, None).await?;
             Ok(Flow::End)

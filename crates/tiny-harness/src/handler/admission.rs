@@ -26,6 +26,8 @@ pub(super) struct Pending {
     before: Option<Task>,
     /// The message opened the task: its log starts at seq 1 with the Task.
     pub new_task: bool,
+    /// The provider answers it with a direct reply Message (a message that opens a task).
+    pub direct: bool,
     /// Update-with-start, then the audit row's outcome: they complete even when the caller
     /// goes away before them.
     delivery: tokio::task::JoinHandle<Result<Receipt, A2AError>>,
@@ -33,8 +35,15 @@ pub(super) struct Pending {
 
 impl Pending {
     /// A message answered without a delivery: a retry of one the workflow accepted.
-    fn answered(task_id: String, message: Message, before: Option<Task>, new_task: bool, receipt: Receipt) -> Self {
-        Self { task_id, message, before, new_task, delivery: tokio::spawn(async move { Ok(receipt) }) }
+    fn answered(
+        task_id: String,
+        message: Message,
+        before: Option<Task>,
+        direct: Option<bool>,
+        receipt: Receipt,
+    ) -> Self {
+        let (new_task, direct) = (direct.is_some(), direct.unwrap_or(false));
+        Self { task_id, message, before, new_task, direct, delivery: tokio::spawn(async move { Ok(receipt) }) }
     }
 
     /// Waits for the workflow's answer to the message.
@@ -210,7 +219,7 @@ impl HarnessHandler {
             };
             let mut message = message.clone();
             message.context_id = head.context_id.clone();
-            return Ok(Step::Answered(Box::new(Pending::answered(task_id, message, before, false, receipt))));
+            return Ok(Step::Answered(Box::new(Pending::answered(task_id, message, before, None, receipt))));
         }
         if head.state.is_terminal() {
             let err = A2AError::unsupported(terminal_refusal(head.state))
@@ -296,11 +305,12 @@ impl HarnessHandler {
             let head = self.store.task_head(&target.task_id).await.map_err(store_error)?;
             let state = head.map_or(TaskState::Submitted, |h| h.state);
             let receipt = Receipt { accepted: true, cursor: 0, state, task: None, duplicate: true };
+            let direct = Some(self.replies_directly(message, true));
             return Ok(Step::Answered(Box::new(Pending::answered(
                 target.task_id,
                 message.clone(),
                 None,
-                true,
+                direct,
                 receipt,
             ))));
         }
@@ -315,7 +325,8 @@ impl HarnessHandler {
     fn start_delivery(&self, request_id: &str, caller: &Caller, message: Message, target: Target) -> Pending {
         let s = &self.settings;
         let skip_working = s.provider.as_ref().is_some_and(|p| !p.shows_working(&message));
-        let item = InboxItem { request_id: request_id.to_string(), message: message.clone(), skip_working };
+        let direct = self.replies_directly(&message, target.new_task);
+        let item = InboxItem { request_id: request_id.to_string(), message: message.clone(), skip_working, direct };
         let input = TaskInput {
             task_id: target.task_id.clone(),
             context_id: target.context_id,
@@ -340,7 +351,13 @@ impl HarnessHandler {
             store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
             outcome
         });
-        Pending { task_id: target.task_id, message, before: target.before, new_task: target.new_task, delivery }
+        Pending { task_id: target.task_id, message, before: target.before, new_task: target.new_task, direct, delivery }
+    }
+
+    /// Whether the provider answers `message` with a direct reply: only a message that opens
+    /// a task can be, since a client that names a task tracks it.
+    fn replies_directly(&self, message: &Message, new_task: bool) -> bool {
+        new_task && self.settings.provider.as_ref().is_some_and(|p| p.replies_directly(message))
     }
 }
 

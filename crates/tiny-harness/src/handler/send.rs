@@ -5,7 +5,9 @@ use super::HarnessHandler;
 use super::admission::Accepted;
 use super::stream::StopAt;
 use a2a_server::{CallContext, EventStream};
-use a2a_types::{A2AError, SendMessageRequest, SendMessageResponse, StreamResponse, Task};
+use a2a_types::{
+    A2AError, Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskState, TaskStatus,
+};
 use futures::StreamExt;
 
 impl HarnessHandler {
@@ -24,10 +26,14 @@ impl HarnessHandler {
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
         // S5: nothing is answered before Temporal committed the message's acceptance (the
         // events a workflow task appends before it commits may still be replaced).
-        let task_id = pending.task_id.clone();
+        let (task_id, direct) = (pending.task_id.clone(), pending.direct);
         let accepted = pending.accepted().await?;
         let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final);
-        let task = self.task_at_end(&task_id, log, config.history_length).await?;
+        let status = super::stream::final_status(log).await?;
+        if direct && let Some(reply) = direct_reply(status.as_ref()) {
+            return Ok(SendMessageResponse::Message(reply));
+        }
+        let task = self.task_with_status(&task_id, status, config.history_length).await?;
         Ok(SendMessageResponse::Task(task.with_history_length(self.answer_history(config.history_length))))
     }
 
@@ -38,9 +44,12 @@ impl HarnessHandler {
         req: SendMessageRequest,
     ) -> Result<EventStream, A2AError> {
         let pending = self.admit(ctx, req, true).await?;
-        let new_task = pending.new_task;
+        let (new_task, direct) = (pending.new_task, pending.direct);
         // S5: the stream starts once Temporal committed the message's acceptance.
         let accepted = pending.accepted().await?;
+        if direct {
+            return Ok(direct_stream(self.log_stream(accepted.task_id, 0, StopAt::Final)));
+        }
         if new_task {
             // A new task: its log begins with the Task (seq 1).
             return Ok(self.log_stream(accepted.task_id, 0, StopAt::Final));
@@ -76,4 +85,43 @@ impl HarnessHandler {
         }
         Ok(task)
     }
+}
+
+/// The reply Message of a direct turn: the status message it completed with. A turn that
+/// ended otherwise (failed, rejected, still asking for input) is answered with its task,
+/// which says so; a Message could not.
+fn direct_reply(status: Option<&TaskStatus>) -> Option<Message> {
+    status.filter(|s| s.state == TaskState::Completed).and_then(|s| s.message.clone())
+}
+
+/// A direct reply's stream: the one reply Message once the turn completed (A2A's
+/// Message-only stream), else the task's log as any task's stream (read from its start, so
+/// it still begins with the Task).
+fn direct_stream(log: EventStream) -> EventStream {
+    async_stream::stream! {
+        let mut events = Vec::new();
+        let mut log = log;
+        while let Some(event) = log.next().await {
+            match event {
+                Ok(e) => events.push(e),
+                Err(e) => {
+                    yield Err(e);
+                    return;
+                }
+            }
+        }
+        let status = events.iter().rev().find_map(|e| match e {
+            StreamResponse::StatusUpdate(u) => Some(&u.status),
+            StreamResponse::Task(t) => Some(&t.status),
+            _ => None,
+        });
+        if let Some(reply) = direct_reply(status) {
+            yield Ok(StreamResponse::Message(reply));
+            return;
+        }
+        for event in events {
+            yield Ok(event);
+        }
+    }
+    .boxed()
 }

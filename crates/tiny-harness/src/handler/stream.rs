@@ -81,22 +81,25 @@ impl HarnessHandler {
     }
 
     /// Reads a task's log to its end (`events` stops where it should), then answers with
-    /// the stored task (the snapshot written with that final event) and the newest
-    /// `history_length` messages.
+    /// the stored task and the status the log ended at.
     pub(super) async fn task_at_end(
         &self,
         task_id: &str,
-        mut events: EventStream,
+        events: EventStream,
         history_length: Option<i32>,
     ) -> Result<Task, A2AError> {
-        let mut last_status = None;
-        while let Some(event) = events.next().await {
-            match event? {
-                StreamResponse::StatusUpdate(u) => last_status = Some(u.status),
-                StreamResponse::Task(t) => last_status = Some(t.status),
-                _ => {}
-            }
-        }
+        let status = final_status(events).await?;
+        self.task_with_status(task_id, status, history_length).await
+    }
+
+    /// The stored task (the snapshot written with a SendMessage's final event) with the
+    /// newest `history_length` messages, and the status that SendMessage's log ended at.
+    pub(super) async fn task_with_status(
+        &self,
+        task_id: &str,
+        status: Option<a2a_types::TaskStatus>,
+        history_length: Option<i32>,
+    ) -> Result<Task, A2AError> {
         let mut task = self
             .answer_row(task_id, history_length)
             .await?
@@ -104,9 +107,22 @@ impl HarnessHandler {
             .ok_or_else(|| A2AError::task_not_found(task_id))?;
         // The answer's status is the one the stream ended at: a retried message's own final
         // status, even when later turns have run since.
-        if let Some(status) = last_status {
+        if let Some(status) = status {
             task.status = status;
         }
         Ok(task)
     }
+}
+
+/// The status a SendMessage's log ends at (`None`: it ended without one).
+pub(super) async fn final_status(mut events: EventStream) -> Result<Option<a2a_types::TaskStatus>, A2AError> {
+    let mut last = None;
+    while let Some(event) = events.next().await {
+        match event? {
+            StreamResponse::StatusUpdate(u) => last = Some(u.status),
+            StreamResponse::Task(t) => last = Some(t.status),
+            _ => {}
+        }
+    }
+    Ok(last)
 }
