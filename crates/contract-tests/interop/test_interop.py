@@ -184,12 +184,42 @@ def test_a_rejected_task_is_rejected(binding):
     run(go())
 
 
-def test_message_response_is_a_completed_task_with_that_message(binding):
+@pytest.mark.parametrize("streaming", [False, True])
+def test_message_response_is_a_direct_message(binding, streaming):
+    """tck-message-response: a Message, not a Task; streamed, that one Message (issue 16)."""
+
     async def go():
-        c = await client(binding)
-        task = await send(c, message("tck-message-response"))
+        c = await client(binding, streaming=streaming)
+        events = await events_of(c.send_message(SendMessageRequest(message=message("tck-message-response"))))
+        assert [kind(e) for e in events] == ["message"], events
+        reply = events[0].message
+        assert reply.role == Role.ROLE_AGENT
+        assert [p.text for p in reply.parts] == ["Direct message response"]
+        # The task that stores it: completed, the reply its last message.
+        task = await c.get_task(GetTaskRequest(id=reply.task_id))
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
-        assert status_text(task) == "Direct message response"
+        assert task.history[-1].message_id == reply.message_id
+        await c.close()
+
+    run(go())
+
+
+def test_the_json_rpc_url_with_a_trailing_slash_serves_the_client(binding):
+    """Issue 16 item 1: a client that calls the interface URLs with a trailing slash."""
+
+    async def go():
+        import httpx
+
+        async with httpx.AsyncClient() as http:
+            card = await A2ACardResolver(http, BASE).get_agent_card()
+        for i in card.supported_interfaces:
+            i.url = i.url.rstrip("/") + "/"
+        config = ClientConfig(supported_protocol_bindings=[binding], streaming=False)
+        c = ClientFactory(config).create(card)
+        task = await send(c, message("tck-complete-task"))
+        assert status_text(task) == "Hello from TCK"
+        again = await c.get_task(GetTaskRequest(id=task.id))
+        assert again.id == task.id
         await c.close()
 
     run(go())
@@ -198,10 +228,16 @@ def test_message_response_is_a_completed_task_with_that_message(binding):
 @pytest.mark.parametrize(
     "prefix,check",
     [
-        ("tck-artifact-text", lambda p: p.text == "Hello from TCK artifact"),
-        ("tck-artifact-file", lambda p: p.raw == b"Hello from TCK file" and p.filename == "hello.txt"),
-        ("tck-artifact-file-url", lambda p: p.url == "https://example.com/hello.txt"),
-        ("tck-artifact-data", lambda p: MessageToDict(p.data) == {"key": "value"}),
+        ("tck-artifact-text", lambda p: p.text == "Generated text content"),
+        (
+            "tck-artifact-file",
+            lambda p: p.raw == b"Generated file content" and p.filename == "output.txt" and p.media_type == "text/plain",
+        ),
+        (
+            "tck-artifact-file-url",
+            lambda p: p.url == "https://example.com/output.txt" and p.filename == "output.txt",
+        ),
+        ("tck-artifact-data", lambda p: MessageToDict(p.data) == {"key": "value", "count": 42}),
     ],
 )
 def test_artifacts_of_each_part_kind_arrive_intact(binding, prefix, check):
@@ -440,7 +476,6 @@ def test_subscribe_replays_from_the_task_then_follows_to_completion(binding):
         events = await events_of(c.subscribe(SubscribeToTaskRequest(id=task.id)))
         assert kind(events[0]) == "task" and events[0].task.id == task.id
         assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-        assert status_text(events[-1].status_update) == "Done after a pause"
         await c.close()
         await polling.close()
 
@@ -543,7 +578,8 @@ def test_status_updates_are_pushed_to_a_config_given_at_send_time_with_its_token
     async def go():
         c = await client(binding)
         config = TaskPushNotificationConfig(url=url, token=f"tok-{binding}")
-        task = await send(c, message("tck-complete-task"), task_push_notification_config=config)
+        # tck-stream-001 streams WORKING before COMPLETED (tck-complete-task goes straight on).
+        task = await send(c, message("tck-stream-001"), task_push_notification_config=config)
         for _ in range(100):
             mine = [b for h, b in _Receiver.received if "statusUpdate" in b and b["statusUpdate"]["taskId"] == task.id]
             if any(b["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED" for b in mine):
@@ -595,6 +631,6 @@ def test_base64_of_file_artifact_is_standard_base64_on_the_wire():
         async with httpx.AsyncClient() as http:
             r = await http.post(f"{BASE}/a2a/jsonrpc", json=body, headers={"A2A-Version": "1.0"})
         raw = r.json()["result"]["task"]["artifacts"][0]["parts"][0]["raw"]
-        assert base64.b64decode(raw) == b"Hello from TCK file"
+        assert base64.b64decode(raw) == b"Generated file content"
 
     run(go())
