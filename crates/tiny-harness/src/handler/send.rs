@@ -48,7 +48,11 @@ impl HarnessHandler {
         // S5: the stream starts once Temporal committed the message's acceptance.
         let accepted = pending.accepted().await?;
         if direct {
-            return Ok(direct_stream(self.log_stream(accepted.task_id, 0, StopAt::Final)));
+            let id = accepted.task_id;
+            return Ok(direct_stream(
+                self.log_stream(id.clone(), 0, StopAt::Final),
+                self.log_stream(id, 0, StopAt::Final),
+            ));
         }
         if new_task {
             // A new task: its log begins with the Task (seq 1).
@@ -95,32 +99,27 @@ fn direct_reply(status: Option<&TaskStatus>) -> Option<Message> {
 }
 
 /// A direct reply's stream: the one reply Message once the turn completed (A2A's
-/// Message-only stream), else the task's log as any task's stream (read from its start, so
-/// it still begins with the Task).
-fn direct_stream(log: EventStream) -> EventStream {
+/// Message-only stream), else the task's log as any task's stream: `again`, read from its
+/// start, so it still begins with the Task. (A log stream reads nothing until polled.)
+fn direct_stream(mut log: EventStream, again: EventStream) -> EventStream {
     async_stream::stream! {
-        let mut events = Vec::new();
-        let mut log = log;
+        let mut status = None;
         while let Some(event) = log.next().await {
             match event {
-                Ok(e) => events.push(e),
+                Ok(e) => status = super::stream::status_of(e).or(status),
                 Err(e) => {
                     yield Err(e);
                     return;
                 }
             }
         }
-        let status = events.iter().rev().find_map(|e| match e {
-            StreamResponse::StatusUpdate(u) => Some(&u.status),
-            StreamResponse::Task(t) => Some(&t.status),
-            _ => None,
-        });
-        if let Some(reply) = direct_reply(status) {
+        if let Some(reply) = direct_reply(status.as_ref()) {
             yield Ok(StreamResponse::Message(reply));
             return;
         }
-        for event in events {
-            yield Ok(event);
+        let mut again = again;
+        while let Some(event) = again.next().await {
+            yield event;
         }
     }
     .boxed()

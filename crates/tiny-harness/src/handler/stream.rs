@@ -118,11 +118,16 @@ impl HarnessHandler {
 pub(super) async fn final_status(mut events: EventStream) -> Result<Option<a2a_types::TaskStatus>, A2AError> {
     let mut last = None;
     while let Some(event) = events.next().await {
-        match event? {
-            StreamResponse::StatusUpdate(u) => last = Some(u.status),
-            StreamResponse::Task(t) => last = Some(t.status),
-            _ => {}
-        }
+        last = status_of(event?).or(last);
     }
     Ok(last)
+}
+
+/// The status an event carries: a Task's or a status update's.
+pub(super) fn status_of(event: StreamResponse) -> Option<a2a_types::TaskStatus> {
+    match event {
+        StreamResponse::StatusUpdate(u) => Some(u.status),
+        StreamResponse::Task(t) => Some(t.status),
+        _ => None,
+    }
 }
