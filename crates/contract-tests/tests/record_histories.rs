@@ -79,10 +79,15 @@ async fn record_task_workflow_histories() {
     save(&h, r["result"]["task"]["id"].as_str().unwrap(), "one-shot-completed").await;
     drop(h);
 
-    // A scripted model that fails: the task ends FAILED.
+    // A scripted model that fails: a one-shot task ends FAILED (a conversation parks).
     let script = "[[reply]]\nfail = \"scripted failure\"\n";
-    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() })
-        .await;
+    let h = HarnessProcess::start(HarnessOptions {
+        script: Some(script.into()),
+        lifecycle: "one-shot",
+        linger_secs: 0,
+        ..Default::default()
+    })
+    .await;
     let r = h.client().send(user_text("fail please"), json!({})).await;
     assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_FAILED", "{r}");
     save(&h, r["result"]["task"]["id"].as_str().unwrap(), "model-failure").await;

@@ -34,7 +34,9 @@ struct RunArgs {
     /// A TOML configuration file.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Model provider: `echo`, `scripted` (with `[models.scripted] file`) or `scripted:FILE`.
+    /// Model provider: `echo`, `conformance`, `scripted` (with `[models.scripted] file`),
+    /// `scripted:FILE`, `openai:MODEL` (OPENAI_BASE_URL, OPENAI_API_KEY) or a
+    /// `[models.<name>]` of the config.
     #[arg(long)]
     model: Option<String>,
     /// Task lifecycle: `conversation` or `one-shot`.
@@ -59,6 +61,12 @@ fn load(args: &RunArgs, force_embedded: bool) -> Result<Config, ConfigError> {
     }
     if let Some(model) = &args.model {
         match model.split_once(':') {
+            Some(("openai", id)) => {
+                // OPENAI_BASE_URL and OPENAI_API_KEY, as the official SDKs read them.
+                let section = tiny_harness::config::OpenAiSection::from_env(id);
+                config.models.openai.insert("openai".into(), section);
+                config.agent.model = "openai".into();
+            }
             Some(("scripted", file)) => {
                 config.models.scripted.file = Some(PathBuf::from(file));
                 config.agent.model = "scripted".into();

@@ -34,6 +34,8 @@ pub struct OpenTask {
     pub substate: Option<String>,
     /// Messages its senders sent.
     pub turns: u32,
+    /// The tokens its turns used (the head's usage metadata), when its provider counts them.
+    pub usage: Option<serde_json::Value>,
 }
 
 /// The stored row of a task.
@@ -144,19 +146,19 @@ impl Store {
                 let state: String = r.try_get("state")?;
                 let snapshot: String = r.try_get("snapshot")?;
                 let head: Task = serde_json::from_str(&snapshot)?;
-                let substate = head
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.iter().find(|(k, _)| k.ends_with("/status")).map(|(_, v)| v))
-                    .and_then(|v| v.get("substate"))
-                    .and_then(|v| v.as_str())
-                    .map(String::from);
+                let ext = |name: &str| {
+                    let suffix = format!("/{name}");
+                    head.metadata.as_ref().and_then(|m| m.iter().find(|(k, _)| k.ends_with(&suffix)).map(|(_, v)| v))
+                };
+                let substate = ext("status").and_then(|v| v.get("substate")).and_then(|v| v.as_str()).map(String::from);
+                let usage = ext("usage").cloned();
                 let turns: i64 = r.try_get("turns")?;
                 Ok(OpenTask {
                     task_id: r.try_get("task_id")?,
                     state: state.parse().unwrap_or_default(),
                     substate,
                     turns: u32::try_from(turns).unwrap_or(u32::MAX),
+                    usage,
                 })
             })
             .collect()

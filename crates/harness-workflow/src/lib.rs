@@ -30,5 +30,16 @@ pub fn task_ext_key() -> String {
 pub fn status_ext_key() -> String {
     format!("{EXT_NS}/status")
 }
+/// Metadata key of a reply chunk that closes a void attempt (`{"abandoned": reason}`).
+pub fn attempt_ext_key() -> String {
+    format!("{EXT_NS}/attempt")
+}
+
+/// Metadata key of token usage: a turn's on its final status update, the task's sum on the
+/// task (`{"prompt_tokens", "completion_tokens", "reasoning_tokens"}`).
+pub fn usage_ext_key() -> String {
+    format!("{EXT_NS}/usage")
+}
+
 /// Substate of a conversation between turns (D5).
 pub const AWAITING_NEXT_MESSAGE: &str = "awaiting-next-message";

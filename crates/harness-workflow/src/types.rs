@@ -243,6 +243,9 @@ pub struct ModelReply {
     /// How the turn ends, when the provider said so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish: Option<crate::models::Finish>,
+    /// Tokens the turn used, when the provider said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::models::TokenUsage>,
 }
 
 /// A running task as `/_monitor` shows it (S20).
@@ -258,4 +261,7 @@ pub struct MonitorRow {
     pub turn: u32,
     /// Sub-task ids (none until delegation exists).
     pub children: Vec<String>,
+    /// Tokens the task's turns used so far, when its provider counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::models::TokenUsage>,
 }

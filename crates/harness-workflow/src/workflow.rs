@@ -201,6 +201,12 @@ impl TaskWorkflow {
         }
     }
 
+    /// The tokens the task's turns used so far (the head's usage metadata).
+    fn usage(&self) -> Option<crate::models::TokenUsage> {
+        let value = self.head.metadata.as_ref()?.get(&crate::usage_ext_key())?;
+        serde_json::from_value(value.clone()).ok()
+    }
+
     /// What `/_monitor` shows of a running task (S20).
     #[query(name = "monitor")]
     pub fn monitor(&self, _ctx: &WorkflowContextView) -> MonitorRow {
@@ -219,6 +225,7 @@ impl TaskWorkflow {
             mailbox_depth: self.mailbox.len() as u32,
             turn: self.turn,
             children: Vec::new(),
+            usage: self.usage(),
         }
     }
 

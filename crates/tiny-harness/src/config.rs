@@ -24,8 +24,16 @@
 //! model = "echo"               # or "scripted"
 //! terminal_linger_secs = 2     # the run stays open this long after its terminal event
 //!
+//! instructions = "You are ..."  # the system prompt of `openai` models
+//!
 //! [models.scripted]
 //! file = "replies.toml"
+//!
+//! [models.gpt]                 # any name: `agent.model = "gpt"` picks it
+//! kind = "openai"              # an OpenAI-compatible Chat Completions endpoint
+//! base_url = "https://api.openai.com/v1"
+//! model = "gpt-4o-mini"
+//! api_key_env = "OPENAI_API_KEY"   # the key comes from the environment only
 //!
 //! [redaction]
 //! values = ["literal-secret"]  # redacted wherever they appear
@@ -217,6 +225,8 @@ pub struct AgentSection {
     /// (SendMessage, the Task that opens a stream, CancelTask). GetTask and ListTasks
     /// answer in full; A2A lets a server return fewer messages than the whole history.
     pub answer_window: u32,
+    /// The system prompt of the `openai` models.
+    pub instructions: Option<String>,
 }
 
 impl AgentSection {
@@ -260,21 +270,11 @@ impl Default for AgentSection {
             run_max_bytes: harness_workflow::RunLimits::default().bytes,
             run_max_messages: harness_workflow::RunLimits::default().messages,
             answer_window: 50,
+            instructions: None,
         }
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ScriptedSection {
-    pub file: Option<PathBuf>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ModelsSection {
-    pub scripted: ScriptedSection,
-}
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -449,6 +449,8 @@ impl Config {
     pub fn secret_values(&self) -> Vec<String> {
         let mut v = self.redaction.values.clone();
         v.extend(self.redaction.env.iter().filter_map(|name| std::env::var(name).ok()));
+        // The keys of the `openai` models, whatever `redaction` says.
+        v.extend(self.models.openai.iter().filter_map(|(name, m)| m.api_key(name).ok().flatten()));
         v
     }
 }
@@ -477,6 +479,9 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
         None => key.to_string(),
     })
 }
+
+mod models;
+pub use models::{ModelsSection, OpenAiSection, ScriptedSection};
 
 #[cfg(test)]
 mod tests;

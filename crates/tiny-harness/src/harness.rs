@@ -36,6 +36,11 @@ fn models(config: &Config) -> Result<ModelRegistry, crate::ConfigError> {
         let model = ScriptedModel::from_file(file).map_err(crate::ConfigError)?;
         registry.register("scripted", Arc::new(model));
     }
+    for (name, section) in &config.models.openai {
+        let settings = section.settings(name, config.agent.instructions.as_deref())?;
+        let model = harness_workflow::models::OpenAiModel::new(settings).map_err(crate::ConfigError)?;
+        registry.register(name, Arc::new(model));
+    }
     if registry.get(&config.agent.model).is_none() {
         let hint = if config.agent.model == "scripted" { " (set `[models.scripted] file`)" } else { "" };
         return Err(crate::ConfigError(format!(

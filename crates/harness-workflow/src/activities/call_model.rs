@@ -2,9 +2,12 @@
 //! chunk (`reply-<turn>`) as soon as the next one arrives (so the last can be marked
 //! `lastChunk`); the whole reply is returned to the workflow for the final status.
 //!
-//! Chunks are keyed `turn-<n>-chunk-<i>`: a retried turn re-appends the same keys and the
-//! store ignores them. A cancel (or a control) that ends the task fences the log; a chunk
-//! after that is refused by the store and the activity stops.
+//! Chunks are keyed `turn-<n>-chunk-<i>` (`turn-<n>-try-<a>-chunk-<i>` on the activity's
+//! attempt `a` > 1, whose output is new). A provider that starts its reply again
+//! ([`ModelEvent::Restart`]) closes the void text as a last chunk marked with the reason, and
+//! its next chunk starts the artifact afresh (`append` unset replaces it). A cancel (or a
+//! control) that ends the task fences the log; a chunk after that is refused by the store and
+//! the activity stops, and a turn waiting on its provider looks every 250 ms.
 
 use crate::models::{ModelEvent, ModelRegistry, ModelRequest};
 use crate::{ModelReply, ModelTurn};
@@ -30,48 +33,125 @@ pub(super) async fn run(
     let request =
         ModelRequest { history: conversation(store, provider.history_window(), &input).await?, turn: input.turn };
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
-    let mut reply = ModelReply::default();
-    let mut pending: Option<String> = None;
-    let mut index = 0u32;
-    let mut own = 0u32;
+    let mut out = Output::new(&input, ctx.info().attempt);
+    let mut tick = tokio::time::interval(WATCH);
+    let mut ticks = 0u32;
     loop {
         let next = tokio::select! {
             next = deltas.next() => next,
             _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
+            _ = tick.tick() => {
+                // A cancel (or a control) that ended the task reaches a reply that is waiting
+                // on its endpoint within WATCH: dropping `deltas` drops its request. Temporal's
+                // own cancel arrives only with a heartbeat's answer.
+                ticks += 1;
+                if ticks % HEARTBEAT_EVERY == 0 {
+                    let _ = ctx.record_heartbeat(out.index).await;
+                }
+                if ended(store, &input.task_id).await {
+                    return Err(ActivityError::cancelled());
+                }
+                continue;
+            }
         };
         let next = next.transpose().map_err(model_failure)?;
-        if let Some(previous) = pending.take() {
-            // A text chunk is the last one unless more text follows.
-            let last = !matches!(next, Some(ModelEvent::Text(_)));
-            append_chunk(store, &input, index, previous, last).await?;
-            index += 1;
-            let _ = ctx.record_heartbeat(index).await;
+        // A text chunk is the last one unless more text follows (a restart closes it itself).
+        let last = !matches!(next, Some(ModelEvent::Text(_)));
+        let restart = matches!(next, Some(ModelEvent::Restart { .. }));
+        if !restart && out.flush(store, last, None).await? {
+            let _ = ctx.record_heartbeat(out.index).await;
         }
         match next {
             Some(ModelEvent::Text(delta)) => {
-                reply.text.push_str(&delta);
-                pending = Some(delta);
+                out.reply.text.push_str(&delta);
+                out.pending = Some(delta);
             }
             Some(ModelEvent::Artifact { artifact, append, last_chunk }) => {
-                let key = format!("turn-{}-artifact-{own}", input.turn);
-                own += 1;
-                let event = TaskArtifactUpdateEvent {
-                    task_id: input.task_id.clone(),
-                    context_id: input.context_id.clone(),
-                    artifact: artifact.clone(),
-                    append,
-                    last_chunk,
-                    metadata: None,
-                };
-                append_event(store, &input, key, StreamResponse::ArtifactUpdate(event)).await?;
-                merge_artifact(&mut reply.artifacts, artifact, append);
+                out.artifact(store, artifact, append, last_chunk).await?;
             }
-            Some(ModelEvent::Finish(finish)) => reply.finish = Some(finish),
+            Some(ModelEvent::Finish(finish)) => out.reply.finish = Some(finish),
+            Some(ModelEvent::Restart { reason }) => out.restart(store, reason).await?,
+            Some(ModelEvent::Usage(usage)) => {
+                out.reply.usage = Some(out.reply.usage.unwrap_or_default().plus(usage));
+            }
             None => break,
         }
     }
-    reply.chunks = index;
-    Ok(reply)
+    out.reply.chunks = out.index;
+    Ok(out.reply)
+}
+
+/// How often a running turn looks whether its task ended, and heartbeats every so many.
+const WATCH: std::time::Duration = std::time::Duration::from_millis(250);
+const HEARTBEAT_EVERY: u32 = 20;
+
+/// Whether the task ended (a cancel's terminal status is in the store).
+async fn ended(store: &Store, task_id: &str) -> bool {
+    matches!(store.task_head(task_id).await, Ok(Some(head)) if head.state.is_terminal())
+}
+
+/// What a turn has put in the log so far.
+struct Output<'a> {
+    turn: &'a ModelTurn,
+    reply: ModelReply,
+    /// The text chunk held back until the next event says whether it is the last.
+    pending: Option<String>,
+    /// Chunks appended (across restarts), and where the current start of the reply is.
+    index: u32,
+    fresh_from: u32,
+    /// Artifact updates of the provider's own.
+    own: u32,
+    /// The chunk keys' prefix: `turn-<n>` on the activity's first attempt, with the attempt
+    /// after (a retried activity's output is new, and must not meet the store's
+    /// de-duplication of the keys the failed one used).
+    key: String,
+}
+
+impl<'a> Output<'a> {
+    fn new(turn: &'a ModelTurn, attempt: u32) -> Self {
+        let key = if attempt > 1 { format!("turn-{}-try-{attempt}", turn.turn) } else { format!("turn-{}", turn.turn) };
+        Self { turn, reply: ModelReply::default(), pending: None, index: 0, fresh_from: 0, own: 0, key }
+    }
+
+    /// Appends the held-back chunk, if any (`last`: it ends the reply text); true if it did.
+    async fn flush(&mut self, store: &Store, last: bool, metadata: Option<a2a_types::Struct>) -> Result<bool, ActivityError> {
+        let Some(text) = self.pending.take() else { return Ok(false) };
+        let append = self.index > self.fresh_from;
+        let key = format!("{}-chunk-{}", self.key, self.index);
+        append_chunk(store, self.turn, key, text, append, last, metadata).await?;
+        self.index += 1;
+        Ok(true)
+    }
+
+    /// The provider starts the reply again: the void text so far is closed as the last
+    /// chunk, marked with the reason; the next chunk starts the artifact afresh.
+    async fn restart(&mut self, store: &Store, reason: String) -> Result<(), ActivityError> {
+        let mut marked = a2a_types::Struct::new();
+        marked.insert(crate::attempt_ext_key(), serde_json::json!({"abandoned": reason}));
+        if self.pending.is_none() && self.index > self.fresh_from {
+            self.pending = Some(String::new());
+        }
+        self.flush(store, true, Some(marked)).await?;
+        self.fresh_from = self.index;
+        self.reply.text.clear();
+        Ok(())
+    }
+
+    async fn artifact(&mut self, store: &Store, artifact: Artifact, append: bool, last_chunk: bool) -> Result<(), ActivityError> {
+        let key = format!("{}-artifact-{}", self.key, self.own);
+        self.own += 1;
+        let event = TaskArtifactUpdateEvent {
+            task_id: self.turn.task_id.clone(),
+            context_id: self.turn.context_id.clone(),
+            artifact: artifact.clone(),
+            append,
+            last_chunk,
+            metadata: None,
+        };
+        append_event(store, self.turn, key, StreamResponse::ArtifactUpdate(event)).await?;
+        merge_artifact(&mut self.reply.artifacts, artifact, append);
+        Ok(())
+    }
 }
 
 /// The conversation up to this turn's message, at most the provider's window of it: the
@@ -104,9 +184,11 @@ fn merge_artifact(artifacts: &mut Vec<Artifact>, artifact: Artifact, append: boo
 async fn append_chunk(
     store: &Store,
     turn: &ModelTurn,
-    index: u32,
+    key: String,
     text: String,
+    append: bool,
     last: bool,
+    metadata: Option<a2a_types::Struct>,
 ) -> Result<(), ActivityError> {
     let event = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
         task_id: turn.task_id.clone(),
@@ -117,11 +199,11 @@ async fn append_chunk(
             parts: vec![Part::text(text)],
             ..Default::default()
         },
-        append: index > 0,
+        append,
         last_chunk: last,
-        metadata: None,
+        metadata,
     });
-    append_event(store, turn, format!("turn-{}-chunk-{index}", turn.turn), event).await
+    append_event(store, turn, key, event).await
 }
 
 async fn append_event(

@@ -1,5 +1,6 @@
 //! Model providers (D6) behind one trait: `echo` (built in, the default), `scripted`
-//! (replies from a file), `conformance` (what A2A conformance kits expect).
+//! (replies from a file), `conformance` (what A2A conformance kits expect) and `openai`
+//! (any OpenAI-compatible Chat Completions endpoint, streaming).
 //!
 //! A provider streams [`ModelEvent`]s (text deltas, artifacts of its own, how the turn
 //! ends); `call_model` appends each to the event log as it arrives, so output reaches
@@ -7,10 +8,12 @@
 
 pub mod conformance;
 mod echo;
+pub mod openai;
 mod scripted;
 
 pub use conformance::ConformanceModel;
 pub use echo::EchoModel;
+pub use openai::{OpenAiModel, OpenAiSettings};
 pub use scripted::{ScriptedModel, ScriptedReply};
 
 use a2a_types::{Artifact, Message, TaskState};
@@ -58,6 +61,33 @@ pub enum ModelEvent {
     Artifact { artifact: Artifact, append: bool, last_chunk: bool },
     /// How the turn ends.
     Finish(Finish),
+    /// What the turn's output so far is void: the provider starts again (a retried request
+    /// after the endpoint failed mid-reply). The reply artifact is closed and marked with the
+    /// reason, and the next text starts it afresh (docs/configuration.md, "Failures").
+    Restart { reason: String },
+    /// Tokens the turn used, as the endpoint counted them.
+    Usage(TokenUsage),
+}
+
+/// Token usage of a turn (or, summed, of a task).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Of the completion tokens, those spent reasoning, where the endpoint says.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+impl TokenUsage {
+    /// This usage with `other` added.
+    pub fn plus(self, other: TokenUsage) -> TokenUsage {
+        TokenUsage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
+        }
+    }
 }
 
 /// A stream of model events.

@@ -19,6 +19,9 @@ const UNOPENED_IDLE: Duration = Duration::from_secs(600);
 /// names the turn it is asked at (turn::may_continue).
 const CONTINUE_AS_NEW: &str = "continue-as-new";
 
+/// The patch under which a failed model turn parks a conversation instead of failing it.
+const FAILURE_PARKS: &str = "failure-parks";
+
 /// What the history gains per `emit_event` beyond its result, and per model call beyond
 /// the reply: the markers and task events around them (an estimate, on the large side).
 pub(super) const EMIT_BYTES: u64 = 600;
@@ -165,8 +168,15 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         Err(e) => {
             let why = failure_text(&e);
             let message_id = format!("{}:failure:{turn}", ctx.state(|s| s.head.id.clone()));
-            let text = format!("the model failed: {why}");
-            set_status(ctx, TaskState::Failed, Some(Message::agent_text(message_id, text)), None).await?;
+            let message = Some(Message::agent_text(message_id, format!("the model failed: {why}")));
+            // A conversation reports the failure and parks: the next message is a new turn
+            // (a run recorded before FAILURE_PARKS failed the task, and replays so).
+            let conversation = !item.direct && ctx.state(|s| s.input.lifecycle) == Lifecycle::Conversation;
+            if conversation && ctx.patched(FAILURE_PARKS) {
+                set_status(ctx, TaskState::InputRequired, message, Some(AWAITING_NEXT_MESSAGE)).await?;
+                return Ok(Flow::Next);
+            }
+            set_status(ctx, TaskState::Failed, message, None).await?;
             Ok(Flow::End)
         }
     }
@@ -274,6 +284,16 @@ impl TaskWorkflow {
         let status_text = reply.finish.as_ref().and_then(|f| f.message.clone()).unwrap_or(reply.text.clone());
         let mut reply_message = (!status_text.is_empty())
             .then(|| Message::agent_text(format!("{}:reply:{turn}", self.head.id), status_text));
+        if let Some(used) = reply.usage {
+            // The turn's usage on its reply, the task's sum on the task.
+            let key = crate::usage_ext_key();
+            let total = self.usage().unwrap_or_default().plus(used);
+            let md = self.head.metadata.get_or_insert_with(Default::default);
+            md.insert(key.clone(), serde_json::to_value(total).unwrap_or_default());
+            if let Some(m) = reply_message.as_mut() {
+                m.metadata.get_or_insert_with(Default::default).insert(key, serde_json::to_value(used).unwrap_or_default());
+            }
+        }
         if !reply.text.is_empty() {
             self.add_artifact(Artifact {
                 artifact_id,

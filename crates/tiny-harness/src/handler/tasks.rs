@@ -97,6 +97,7 @@ impl HarnessHandler {
                 mailbox_depth: 0,
                 turn: row.turns,
                 children: Vec::new(),
+                usage: row.usage.and_then(|u| serde_json::from_value(u).ok()),
             });
         }
         Ok(rows)
