@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod client;
+pub mod openai_mock;
 pub use client::{A2AClient, Answer, SseEvents, kind, rpc_as, state, task_id, user_text};
 
 /// Environment variable naming an already running dev server (`host:port`).

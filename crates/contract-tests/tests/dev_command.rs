@@ -178,3 +178,44 @@ async fn dev_with_an_extended_card_in_its_config_declares_and_serves_it_on_both_
     let status = sigterm_and_wait(&mut dev);
     assert!(status.success(), "dev did not stop cleanly: {status}\n{}", logs(dir.path()));
 }
+
+/// Issue 17: `dev --model openai:<model>` reads `OPENAI_BASE_URL` and `OPENAI_API_KEY` as the
+/// official SDKs do (an endpoint named without a key is keyless); with neither, it refuses
+/// to start, naming the variable.
+#[tokio::test]
+async fn dev_with_an_openai_model_reads_the_sdk_variables_and_names_a_missing_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = Command::new(harness_binary())
+        .args(["dev", "--port", "0", "--model", "openai:gpt-4o-mini", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .expect("run dev");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`OPENAI_API_KEY` is not set"), "{stderr}");
+
+    let mock = contract_tests::openai_mock::MockOpenAi::start().await;
+    let port = tiny_harness::temporal_dev::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut dev = Command::new(harness_binary())
+        .args(["dev", "--port", &port.to_string(), "--model", "openai:local-model", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .env_remove("TINY_HARNESS_PUSH_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("harness.err")).unwrap())
+        .spawn()
+        .expect("spawn dev");
+    wait_ready(&base, &mut dev).await;
+    let answer = A2AClient::new(&base).send(user_text("hello local model"), json!({})).await;
+    let reply = &answer["result"]["task"]["status"]["message"]["parts"][0]["text"];
+    assert_eq!(reply, "Hello from the mock", "{answer}\n{}", logs(dir.path()));
+    let seen = mock.seen();
+    assert_eq!(seen[0].body["model"], "local-model");
+    assert_eq!(seen[0].authorization, None, "a keyless endpoint gets no key");
+    assert!(sigterm_and_wait(&mut dev).success());
+}

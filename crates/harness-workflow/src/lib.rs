@@ -30,6 +30,12 @@ pub fn task_ext_key() -> String {
 pub fn status_ext_key() -> String {
     format!("{EXT_NS}/status")
 }
+/// Metadata key of the channel extension: on a message, `{"channel_id": <task id>,
+/// "sender": <participant id>}` names who sent it (EXTENSIONS.md, channel).
+pub fn channel_ext_key() -> String {
+    format!("{EXT_NS}/channel")
+}
+
 /// Metadata key of a reply chunk that closes a void attempt (`{"abandoned": reason}`).
 pub fn attempt_ext_key() -> String {
     format!("{EXT_NS}/attempt")

@@ -275,7 +275,6 @@ impl Default for AgentSection {
     }
 }
 
-
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedactionSection {

@@ -1,6 +1,8 @@
 //! `call_model`: one model turn. Each text delta is appended to the log as an artifact
-//! chunk (`reply-<turn>`) as soon as the next one arrives (so the last can be marked
-//! `lastChunk`); the whole reply is returned to the workflow for the final status.
+//! chunk (`reply-<turn>`) as it arrives, and an empty chunk marked `lastChunk` closes the
+//! reply; an instant provider's (echo's) chunk waits for the next event instead, so its last
+//! carries `lastChunk` itself. The whole reply is returned to the workflow for the final
+//! status.
 //!
 //! Chunks are keyed `turn-<n>-chunk-<i>` (`turn-<n>-try-<a>-chunk-<i>` on the activity's
 //! attempt `a` > 1, whose output is new). A provider that starts its reply again
@@ -32,6 +34,7 @@ pub(super) async fn run(
     })?;
     let request =
         ModelRequest { history: conversation(store, provider.history_window(), &input).await?, turn: input.turn };
+    let instant = provider.is_instant();
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
     let mut out = Output::new(&input, ctx.info().attempt);
     let mut tick = tokio::time::interval(WATCH);
@@ -45,7 +48,7 @@ pub(super) async fn run(
                 // on its endpoint within WATCH: dropping `deltas` drops its request. Temporal's
                 // own cancel arrives only with a heartbeat's answer.
                 ticks += 1;
-                if ticks % HEARTBEAT_EVERY == 0 {
+                if ticks.is_multiple_of(HEARTBEAT_EVERY) {
                     let _ = ctx.record_heartbeat(out.index).await;
                 }
                 if ended(store, &input.task_id).await {
@@ -65,6 +68,12 @@ pub(super) async fn run(
             Some(ModelEvent::Text(delta)) => {
                 out.reply.text.push_str(&delta);
                 out.pending = Some(delta);
+                // An instant provider's chunk is held until the next event says whether it
+                // is the last; any other's goes to the log now (S12), and an empty last
+                // chunk closes the reply.
+                if !instant {
+                    out.flush(store, false, None).await?;
+                }
             }
             Some(ModelEvent::Artifact { artifact, append, last_chunk }) => {
                 out.artifact(store, artifact, append, last_chunk).await?;
@@ -77,6 +86,7 @@ pub(super) async fn run(
             None => break,
         }
     }
+    out.close(store).await?;
     out.reply.chunks = out.index;
     Ok(out.reply)
 }
@@ -99,6 +109,8 @@ struct Output<'a> {
     /// Chunks appended (across restarts), and where the current start of the reply is.
     index: u32,
     fresh_from: u32,
+    /// The reply artifact has chunks and no last one yet.
+    open: bool,
     /// Artifact updates of the provider's own.
     own: u32,
     /// The chunk keys' prefix: `turn-<n>` on the activity's first attempt, with the attempt
@@ -110,17 +122,32 @@ struct Output<'a> {
 impl<'a> Output<'a> {
     fn new(turn: &'a ModelTurn, attempt: u32) -> Self {
         let key = if attempt > 1 { format!("turn-{}-try-{attempt}", turn.turn) } else { format!("turn-{}", turn.turn) };
-        Self { turn, reply: ModelReply::default(), pending: None, index: 0, fresh_from: 0, own: 0, key }
+        Self { turn, reply: ModelReply::default(), pending: None, index: 0, fresh_from: 0, open: false, own: 0, key }
     }
 
     /// Appends the held-back chunk, if any (`last`: it ends the reply text); true if it did.
-    async fn flush(&mut self, store: &Store, last: bool, metadata: Option<a2a_types::Struct>) -> Result<bool, ActivityError> {
+    async fn flush(
+        &mut self,
+        store: &Store,
+        last: bool,
+        metadata: Option<a2a_types::Struct>,
+    ) -> Result<bool, ActivityError> {
         let Some(text) = self.pending.take() else { return Ok(false) };
         let append = self.index > self.fresh_from;
         let key = format!("{}-chunk-{}", self.key, self.index);
         append_chunk(store, self.turn, key, text, append, last, metadata).await?;
         self.index += 1;
+        self.open = !last;
         Ok(true)
+    }
+
+    /// Ends the reply text with an empty last chunk when its last chunk went out early.
+    async fn close(&mut self, store: &Store) -> Result<(), ActivityError> {
+        if self.open && self.pending.is_none() {
+            self.pending = Some(String::new());
+            self.flush(store, true, None).await?;
+        }
+        Ok(())
     }
 
     /// The provider starts the reply again: the void text so far is closed as the last
@@ -128,7 +155,7 @@ impl<'a> Output<'a> {
     async fn restart(&mut self, store: &Store, reason: String) -> Result<(), ActivityError> {
         let mut marked = a2a_types::Struct::new();
         marked.insert(crate::attempt_ext_key(), serde_json::json!({"abandoned": reason}));
-        if self.pending.is_none() && self.index > self.fresh_from {
+        if self.pending.is_none() && self.open {
             self.pending = Some(String::new());
         }
         self.flush(store, true, Some(marked)).await?;
@@ -137,7 +164,13 @@ impl<'a> Output<'a> {
         Ok(())
     }
 
-    async fn artifact(&mut self, store: &Store, artifact: Artifact, append: bool, last_chunk: bool) -> Result<(), ActivityError> {
+    async fn artifact(
+        &mut self,
+        store: &Store,
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    ) -> Result<(), ActivityError> {
         let key = format!("{}-artifact-{}", self.key, self.own);
         self.own += 1;
         let event = TaskArtifactUpdateEvent {

@@ -78,9 +78,14 @@ impl OpenAiModel {
         if let Some(system) = s.instructions.as_deref().filter(|i| !i.is_empty()) {
             messages.push(json!({"role": "system", "content": system}));
         }
-        messages.extend(window(history, s.history_tokens).iter().map(|m| {
-            let role = if m.role == Role::Agent { "assistant" } else { "user" };
-            json!({"role": role, "content": m.text()})
+        let seen = window(history, s.history_tokens);
+        // With more than one participant speaking, each user message is framed with its
+        // sender's id, so the model can tell them apart.
+        let senders: std::collections::BTreeSet<&str> = seen.iter().filter_map(sender).collect();
+        messages.extend(seen.iter().map(|m| match (m.role, sender(m)) {
+            (Role::Agent, _) => json!({"role": "assistant", "content": m.text()}),
+            (_, Some(id)) if senders.len() > 1 => json!({"role": "user", "content": format!("[{id}] {}", m.text())}),
+            _ => json!({"role": "user", "content": m.text()}),
         }));
         let mut body = json!({
             "model": s.model,
@@ -99,6 +104,12 @@ impl OpenAiModel {
         }
         body
     }
+}
+
+/// Who sent a user message (the channel extension's `sender`, set when it was admitted).
+fn sender(m: &Message) -> Option<&str> {
+    (m.role == Role::User).then_some(())?;
+    m.metadata.as_ref()?.get(&crate::channel_ext_key())?.get("sender")?.as_str()
 }
 
 /// The newest messages whose text fits about `tokens` tokens (4 characters each); the last
@@ -167,7 +178,10 @@ impl OpenAiModel {
                 return Err(Failure::Retry { why, after: None });
             }
             Ok(Err(e)) => {
-                return Err(Failure::Retry { why: format!("the request failed: {}", self.scrub(&e.to_string())), after: None });
+                return Err(Failure::Retry {
+                    why: format!("the request failed: {}", self.scrub(&e.to_string())),
+                    after: None,
+                });
             }
             Ok(Ok(r)) => r,
         };
@@ -241,8 +255,8 @@ impl OpenAiModel {
 
 /// The events of one `data:` chunk: its text delta and its usage, if any.
 fn chunk_events(data: &str) -> Result<Vec<ModelEvent>, String> {
-    let chunk: Value =
-        serde_json::from_str(data).map_err(|e| format!("a malformed stream: a chunk that is not JSON ({e}): {data}"))?;
+    let chunk: Value = serde_json::from_str(data)
+        .map_err(|e| format!("a malformed stream: a chunk that is not JSON ({e}): {data}"))?;
     if let Some(error) = chunk.get("error") {
         return Err(format!("the stream reported an error: {}", error_text(&error.to_string())));
     }
@@ -368,7 +382,10 @@ mod tests {
 
     #[test]
     fn error_bodies_give_the_endpoints_own_words() {
-        assert_eq!(error_text(r#"{"error":{"message":"Invalid model","type":"invalid_request_error"}}"#), "Invalid model");
+        assert_eq!(
+            error_text(r#"{"error":{"message":"Invalid model","type":"invalid_request_error"}}"#),
+            "Invalid model"
+        );
         assert_eq!(error_text(r#"{"error":"model not found"}"#), "model not found");
         assert_eq!(error_text(r#"{"detail":"Not Found"}"#), "Not Found");
         assert_eq!(error_text("Bad Gateway"), "Bad Gateway");
@@ -424,5 +441,18 @@ mod tests {
         assert_eq!(body["messages"][2], json!({"role": "assistant", "content": "hello"}));
         assert_eq!((body["stream"].clone(), body["max_completion_tokens"].clone()), (json!(true), json!(64)));
         assert_eq!(model.scrub("bad key sk-secret given"), "bad key [REDACTED] given");
+
+        // Two participants: each user message is framed with its sender.
+        let from = |id: &str, text: &str| {
+            let mut m = Message { role: Role::User, parts: vec![a2a_types::Part::text(text)], ..Default::default() };
+            let channel = json!({"channel_id": "t", "sender": id});
+            m.metadata = Some([(crate::channel_ext_key(), channel)].into_iter().collect());
+            m
+        };
+        let body = model.body(&[from("alice", "hi"), from("bob", "hello")]);
+        assert_eq!(body["messages"][1]["content"], "[alice] hi");
+        assert_eq!(body["messages"][2]["content"], "[bob] hello");
+        let body = model.body(&[from("alice", "hi"), from("alice", "again")]);
+        assert_eq!(body["messages"][2]["content"], "again", "one speaker: no framing");
     }
 }

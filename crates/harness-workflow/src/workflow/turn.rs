@@ -210,7 +210,7 @@ async fn call_model(
             Activities::call_model,
             model_turn,
             ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
-                .heartbeat_timeout(Duration::from_secs(30))
+                .heartbeat_timeout(Duration::from_secs(10))
                 .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
                 .build(),
         );
@@ -291,7 +291,9 @@ impl TaskWorkflow {
             let md = self.head.metadata.get_or_insert_with(Default::default);
             md.insert(key.clone(), serde_json::to_value(total).unwrap_or_default());
             if let Some(m) = reply_message.as_mut() {
-                m.metadata.get_or_insert_with(Default::default).insert(key, serde_json::to_value(used).unwrap_or_default());
+                m.metadata
+                    .get_or_insert_with(Default::default)
+                    .insert(key, serde_json::to_value(used).unwrap_or_default());
             }
         }
         if !reply.text.is_empty() {

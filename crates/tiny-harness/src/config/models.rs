@@ -47,7 +47,9 @@ impl<'de> Deserialize<'de> for ModelsSection {
                     out.openai.insert(name, section);
                 }
                 (_, None) => {
-                    return Err(D::Error::custom(format!("`models.{name}` needs `kind` (the only kind is \"openai\")")));
+                    return Err(D::Error::custom(format!(
+                        "`models.{name}` needs `kind` (the only kind is \"openai\")"
+                    )));
                 }
                 (_, Some(other)) => {
                     return Err(D::Error::custom(format!(

@@ -138,6 +138,12 @@ impl HarnessHandler {
         };
         message.task_id = target.task_id.clone();
         message.context_id = target.context_id.clone();
+        if let Some(sender) = caller.id() {
+            // Who sent it, as the channel extension names a sender: a model told apart the
+            // participants of a conversation by it.
+            let channel = serde_json::json!({"channel_id": target.task_id, "sender": sender});
+            message.metadata.get_or_insert_with(Default::default).insert(harness_workflow::channel_ext_key(), channel);
+        }
         if let Some(config) = req.configuration.as_ref().and_then(|c| c.task_push_notification_config.clone()) {
             self.store_push_config(&target.task_id, config).await.map_err(|e| refused(&message, e))?;
         }

@@ -1,0 +1,76 @@
+//! Issue 17: what the harness adds between an OpenAI-compatible endpoint's first byte and
+//! the first artifact chunk at an SSE client, beside the endpoint's own time to first byte.
+//! The endpoint is the test suite's mock (`contract_tests::openai_mock`), in this process,
+//! so both instants come from one clock.
+
+use crate::harness::{message, start_harness};
+use contract_tests::openai_mock::MockOpenAi;
+use futures::StreamExt;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// The figures of the phase.
+pub(crate) struct FirstChunk {
+    /// Endpoint's first byte to the first chunk at the client, per sample.
+    pub added: Vec<Duration>,
+    /// The endpoint's own time to first byte, per sample.
+    pub endpoint: Vec<Duration>,
+}
+
+/// When the first artifact chunk of a streamed message reached the client.
+async fn first_chunk_at(http: &reqwest::Client, base: &str) -> Instant {
+    let r = http
+        .post(format!("{base}/a2a/rest/message:stream"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"message": message("hello model", None)}))
+        .send()
+        .await
+        .expect("stream");
+    let mut bytes = r.bytes_stream();
+    let mut buf = Vec::new();
+    let mut at = None;
+    while let Some(chunk) = bytes.next().await {
+        buf.extend_from_slice(&chunk.expect("chunk"));
+        if at.is_none() && String::from_utf8_lossy(&buf).contains("\"artifactUpdate\"") {
+            at = Some(Instant::now());
+        }
+    }
+    at.expect("no artifact chunk")
+}
+
+/// `samples` streamed turns against a harness whose model is the mock endpoint, which
+/// waits 50 ms before its first byte (a model's time to first token).
+pub(crate) async fn first_chunk(
+    dir: &std::path::Path,
+    bin: &str,
+    temporal: &str,
+    samples: u64,
+) -> anyhow::Result<FirstChunk> {
+    let mock = MockOpenAi::start().await;
+    mock.set_first_delay(Duration::from_millis(50));
+    let port = tiny_harness::temporal_dev::free_port();
+    let config = dir.join("openai.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{temporal}\"\n\
+             task_queue = \"bench-openai\"\n[agent]\nmodel = \"mock\"\n[models.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n\
+             model = \"mock\"\nkeyless = true\n",
+            mock.base_url
+        ),
+    )?;
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let mut harness = start_harness(&http, bin, &config, &dir.join("openai-harness"), &base).await?;
+    let mut clients = Vec::new();
+    for _ in 0..samples + 3 {
+        clients.push(first_chunk_at(&http, &base).await);
+    }
+    let _ = harness.kill();
+    let _ = harness.wait();
+    let endpoint = mock.first_bytes();
+    let pairs = clients.iter().zip(endpoint.iter()).skip(3);
+    let added = pairs.clone().map(|(client, (_, first))| client.saturating_duration_since(*first)).collect();
+    let endpoint = pairs.map(|(_, (asked, first))| first.saturating_duration_since(*asked)).collect();
+    Ok(FirstChunk { added, endpoint })
+}

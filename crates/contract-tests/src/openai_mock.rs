@@ -1,0 +1,263 @@
+//! A local OpenAI-compatible Chat Completions endpoint for tests and the bench (issue 17).
+//! It speaks the real wire format: `POST /v1/chat/completions` answered with SSE `data:`
+//! chunks carrying `choices[].delta.content`, a usage chunk and `data: [DONE]`, or an error
+//! body with its status. What it does is chosen by a word in the newest user message:
+//!
+//! | word | answer |
+//! |---|---|
+//! | (none) | "Hello", " from", " the", " mock" then usage and `[DONE]` |
+//! | `gated` | the first chunk, then waits for [`MockOpenAi::release`] before the rest |
+//! | `slow` | ten chunks "w0 ".."w9 " 300 ms apart |
+//! | `forever` | a chunk every 100 ms for a minute (a cancel must cut it) |
+//! | `rate-limited` | 429 with `Retry-After: 1` the first time, then the default |
+//! | `flaky` | 500 the first time, then the default |
+//! | `cut` | two chunks then the connection closes (no `[DONE]`) the first time, then the default |
+//! | `stall` | one chunk then nothing for 30 s the first time, then the default |
+//! | `always-500` | 500 every time |
+//! | `unauthorized` | 401 whose error text quotes the key it was given |
+//! | `bad-request` | 400 with an OpenAI error body |
+//! | `malformed` | a chunk that is not JSON |
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One request the endpoint got.
+#[derive(Clone, Debug)]
+pub struct SeenRequest {
+    pub at: Instant,
+    pub authorization: Option<String>,
+    pub body: Value,
+}
+
+#[derive(Default)]
+struct Shared {
+    seen: Mutex<Vec<SeenRequest>>,
+    /// Requests per trigger word, for "the first time".
+    counts: Mutex<HashMap<String, u32>>,
+    release: tokio::sync::Notify,
+    /// When a streamed answer's client went away, with the chunks sent by then.
+    dropped: Mutex<Vec<(Instant, u32)>>,
+    /// When each answer wrote its first chunk (the bench's endpoint side).
+    first_bytes: Mutex<Vec<(Instant, Instant)>>,
+    /// Delay before the first chunk of a default answer.
+    first_delay: Mutex<Duration>,
+}
+
+/// A running mock endpoint.
+#[derive(Clone)]
+pub struct MockOpenAi {
+    pub base_url: String,
+    shared: Arc<Shared>,
+}
+
+impl MockOpenAi {
+    /// Starts the endpoint on a free port of 127.0.0.1 (its base URL ends in `/v1`).
+    pub async fn start() -> Self {
+        let shared = Arc::new(Shared::default());
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", axum::routing::post(completions))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { base_url: format!("http://{addr}/v1"), shared }
+    }
+
+    /// Every request so far.
+    pub fn seen(&self) -> Vec<SeenRequest> {
+        self.shared.seen.lock().unwrap().clone()
+    }
+
+    /// Lets a `gated` answer go on.
+    pub fn release(&self) {
+        self.shared.release.notify_waiters();
+        self.shared.release.notify_one();
+    }
+
+    /// When streamed answers found their client gone, with the chunks sent by then.
+    pub fn dropped(&self) -> Vec<(Instant, u32)> {
+        self.shared.dropped.lock().unwrap().clone()
+    }
+
+    /// For each answer: when its request arrived and when it wrote its first chunk.
+    pub fn first_bytes(&self) -> Vec<(Instant, Instant)> {
+        self.shared.first_bytes.lock().unwrap().clone()
+    }
+
+    /// Waits this long before the first chunk of a default answer (the endpoint's own time
+    /// to first byte).
+    pub fn set_first_delay(&self, delay: Duration) {
+        *self.shared.first_delay.lock().unwrap() = delay;
+    }
+}
+
+const WORDS: &[&str] = &[
+    "gated",
+    "slow",
+    "forever",
+    "rate-limited",
+    "flaky",
+    "cut",
+    "stall",
+    "always-500",
+    "unauthorized",
+    "bad-request",
+    "malformed",
+];
+
+fn chunk(text: &str) -> String {
+    let c = json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "model": "mock",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+    format!("data: {c}\n\n")
+}
+
+fn usage() -> String {
+    let c = json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "model": "mock", "choices": [],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16,
+                  "completion_tokens_details": {"reasoning_tokens": 1}}});
+    format!("data: {c}\n\ndata: [DONE]\n\n")
+}
+
+fn error(status: StatusCode, message: &str, headers: &[(&'static str, &str)]) -> Response {
+    let body = json!({"error": {"message": message, "type": "invalid_request_error", "code": null}});
+    let mut r = (status, axum::Json(body)).into_response();
+    for (k, v) in headers {
+        r.headers_mut().insert(*k, v.parse().unwrap());
+    }
+    r
+}
+
+/// What the answer sends: chunks with a pause before each, then whether it ends properly.
+enum Script {
+    Chunks { chunks: Vec<(Duration, String)>, end: End },
+    Gated,
+}
+
+enum End {
+    Done,
+    Cut,
+    Stall,
+}
+
+async fn completions(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    let at = Instant::now();
+    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(String::from);
+    shared.seen.lock().unwrap().push(SeenRequest { at, authorization: authorization.clone(), body: body.clone() });
+    let last_user = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_string();
+    let word = WORDS.iter().copied().find(|w| last_user.contains(w)).unwrap_or("");
+    let first = {
+        let mut counts = shared.counts.lock().unwrap();
+        let n = counts.entry(format!("{word}:{last_user}")).or_default();
+        *n += 1;
+        *n == 1
+    };
+    let ms = Duration::from_millis;
+    let default = || {
+        let delay = *shared.first_delay.lock().unwrap();
+        let words = ["Hello", " from", " the", " mock"];
+        let chunks = words.iter().enumerate().map(|(i, w)| (if i == 0 { delay } else { ms(5) }, w.to_string()));
+        Script::Chunks { chunks: chunks.collect(), end: End::Done }
+    };
+    let script = match word {
+        "rate-limited" if first => {
+            return error(StatusCode::TOO_MANY_REQUESTS, "Rate limit reached", &[("retry-after", "1")]);
+        }
+        "flaky" if first => return error(StatusCode::INTERNAL_SERVER_ERROR, "The server had an error", &[]),
+        "always-500" => return error(StatusCode::INTERNAL_SERVER_ERROR, "The server is down", &[]),
+        "unauthorized" => {
+            let key = authorization.as_deref().unwrap_or("").trim_start_matches("Bearer ");
+            return error(StatusCode::UNAUTHORIZED, &format!("Incorrect API key provided: {key}"), &[]);
+        }
+        "bad-request" => return error(StatusCode::BAD_REQUEST, "Invalid value for 'model': no such model", &[]),
+        "malformed" => {
+            let text = format!("{}data: {{this is not json\n\n", chunk("Hel"));
+            return sse(Body::from(text));
+        }
+        "gated" => Script::Gated,
+        "slow" => Script::Chunks { chunks: (0..10).map(|i| (ms(300), format!("w{i} "))).collect(), end: End::Done },
+        "forever" => Script::Chunks { chunks: (0..600).map(|i| (ms(100), format!("f{i} "))).collect(), end: End::Done },
+        "cut" if first => {
+            Script::Chunks { chunks: vec![(ms(5), "Half ".into()), (ms(5), "a reply".into())], end: End::Cut }
+        }
+        "stall" if first => Script::Chunks { chunks: vec![(ms(5), "Stalled ".into())], end: End::Stall },
+        _ => default(),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
+    tokio::spawn(async move {
+        let mut sent = 0u32;
+        let send = |text: String| {
+            let tx = tx.clone();
+            async move { tx.send(Ok(text)).await.is_ok() }
+        };
+        let gone = |sent: u32| shared.dropped.lock().unwrap().push((Instant::now(), sent));
+        match script {
+            Script::Gated => {
+                let released = shared.release.notified();
+                if !send(chunk("First words")).await {
+                    return gone(0);
+                }
+                shared.first_bytes.lock().unwrap().push((at, Instant::now()));
+                released.await;
+                for text in [chunk(", then the rest."), usage()] {
+                    if !send(text).await {
+                        return gone(1);
+                    }
+                }
+            }
+            Script::Chunks { chunks, end } => {
+                for (pause, text) in chunks {
+                    tokio::time::sleep(pause).await;
+                    if !send(chunk(&text)).await || tx.is_closed() {
+                        return gone(sent);
+                    }
+                    if sent == 0 {
+                        shared.first_bytes.lock().unwrap().push((at, Instant::now()));
+                    }
+                    sent += 1;
+                }
+                match end {
+                    End::Done => {
+                        let _ = send(usage()).await;
+                    }
+                    End::Cut => {
+                        // What was sent reaches the client before the connection breaks.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        let _ = tx.send(Err(std::io::Error::other("cut"))).await;
+                    }
+                    End::Stall => tokio::time::sleep(Duration::from_secs(30)).await,
+                }
+            }
+        }
+    });
+    sse(Body::from_stream(tokio_stream_of(rx)))
+}
+
+fn sse(body: Body) -> Response {
+    let mut r = Response::new(body);
+    r.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+    r
+}
+
+/// The receiver as a stream of body pieces.
+fn tokio_stream_of(
+    rx: tokio::sync::mpsc::Receiver<Result<String, std::io::Error>>,
+) -> impl futures::Stream<Item = Result<String, std::io::Error>> {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+}
