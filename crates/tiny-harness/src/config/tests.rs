@@ -74,3 +74,49 @@ fn defaults_put_the_store_in_the_data_dir() {
     assert_eq!(c.agent.model, "echo");
     assert_eq!(c.temporal.mode, TemporalMode::Embedded);
 }
+
+/// Issue 17: `[models.<name>]` of kind `openai`: what is refused names the key, the key comes
+/// from the named variable only, and it joins the redaction set by itself.
+#[test]
+fn openai_models_are_checked_naming_the_key_and_their_keys_are_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.toml");
+    let load = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        Config::from_file(&path, dir.path())
+    };
+    let err = load("[models.gpt]\nmodel = \"x\"\n").unwrap_err().to_string();
+    assert!(err.contains("`models.gpt` needs `kind`"), "{err}");
+    let err = load("[models.gpt]\nkind = \"anthropic\"\nmodel = \"x\"\n").unwrap_err().to_string();
+    assert!(err.contains("`models.gpt.kind` = \"anthropic\" is not a kind"), "{err}");
+    let err = load("[models.echo]\nkind = \"openai\"\nmodel = \"x\"\n").unwrap_err().to_string();
+    assert!(err.contains("`models.echo` is a built-in model's name"), "{err}");
+    let err = load("[models.gpt]\nkind = \"openai\"\nmodel = \"x\"\ntemprature = 1\n").unwrap_err().to_string();
+    assert!(err.contains("models.gpt") && err.contains("unknown field `temprature`"), "{err}");
+
+    let var = "TINY_HARNESS_TEST_KEY_17";
+    let config = load(&format!(
+        "[agent]\nmodel = \"gpt\"\n[models.gpt]\nkind = \"openai\"\nmodel = \"m\"\napi_key_env = \"{var}\"\n"
+    ))
+    .unwrap();
+    // SAFETY: a variable of this test alone.
+    unsafe { std::env::remove_var(var) };
+    let err = crate::Harness::new(config.clone()).err().expect("refused").to_string();
+    assert!(err.contains("`models.gpt`: the API key variable `TINY_HARNESS_TEST_KEY_17` is not set"), "{err}");
+    unsafe { std::env::set_var(var, "sk-unit-test-key") };
+    assert!(config.secret_values().contains(&"sk-unit-test-key".to_string()), "the key is redacted");
+    let settings = config.models.openai["gpt"].settings("gpt", Some("Be kind.")).unwrap();
+    assert_eq!(settings.api_key.as_deref(), Some("sk-unit-test-key"));
+    assert_eq!((settings.base_url.as_str(), settings.max_attempts), ("https://api.openai.com/v1", 4));
+    unsafe { std::env::remove_var(var) };
+
+    let mut bad = config.models.openai["gpt"].clone();
+    bad.keyless = true;
+    bad.temperature = Some(3.0);
+    let err = bad.settings("gpt", None).unwrap_err().to_string();
+    assert!(err.contains("`models.gpt.temperature` = 3 must be between 0 and 2"), "{err}");
+    bad.temperature = None;
+    bad.base_url = "ftp://example.com".into();
+    let err = bad.settings("gpt", None).unwrap_err().to_string();
+    assert!(err.contains("`models.gpt.base_url`") && err.contains("http or https"), "{err}");
+}
