@@ -168,28 +168,29 @@ async fn completions(
         *n += 1;
         *n == 1
     };
+    let first_delay = *shared.first_delay.lock().unwrap();
+    match script(word, first, first_delay, authorization.as_deref()) {
+        Ok(script) => sse(Body::from_stream(tokio_stream_of(play(shared, at, script)))),
+        Err(answer) => answer,
+    }
+}
+
+/// What to answer for a trigger word (`first`: its first request): a script to stream, or
+/// an answer at once.
+fn script(word: &str, first: bool, first_delay: Duration, authorization: Option<&str>) -> Result<Script, Response> {
     let ms = Duration::from_millis;
-    let default = || {
-        let delay = *shared.first_delay.lock().unwrap();
-        let words = ["Hello", " from", " the", " mock"];
-        let chunks = words.iter().enumerate().map(|(i, w)| (if i == 0 { delay } else { ms(5) }, w.to_string()));
-        Script::Chunks { chunks: chunks.collect(), end: End::Done }
-    };
-    let script = match word {
+    Ok(match word {
         "rate-limited" if first => {
-            return error(StatusCode::TOO_MANY_REQUESTS, "Rate limit reached", &[("retry-after", "1")]);
+            return Err(error(StatusCode::TOO_MANY_REQUESTS, "Rate limit reached", &[("retry-after", "1")]));
         }
-        "flaky" if first => return error(StatusCode::INTERNAL_SERVER_ERROR, "The server had an error", &[]),
-        "always-500" => return error(StatusCode::INTERNAL_SERVER_ERROR, "The server is down", &[]),
+        "flaky" if first => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, "The server had an error", &[])),
+        "always-500" => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, "The server is down", &[])),
         "unauthorized" => {
-            let key = authorization.as_deref().unwrap_or("").trim_start_matches("Bearer ");
-            return error(StatusCode::UNAUTHORIZED, &format!("Incorrect API key provided: {key}"), &[]);
+            let key = authorization.unwrap_or("").trim_start_matches("Bearer ");
+            return Err(error(StatusCode::UNAUTHORIZED, &format!("Incorrect API key provided: {key}"), &[]));
         }
-        "bad-request" => return error(StatusCode::BAD_REQUEST, "Invalid value for 'model': no such model", &[]),
-        "malformed" => {
-            let text = format!("{}data: {{this is not json\n\n", chunk("Hel"));
-            return sse(Body::from(text));
-        }
+        "bad-request" => return Err(error(StatusCode::BAD_REQUEST, "Invalid value for 'model': no such model", &[])),
+        "malformed" => return Err(sse(Body::from(format!("{}data: {{this is not json\n\n", chunk("Hel"))))),
         "gated" => Script::Gated,
         "slow" => Script::Chunks { chunks: (0..10).map(|i| (ms(300), format!("w{i} "))).collect(), end: End::Done },
         "forever" => Script::Chunks { chunks: (0..600).map(|i| (ms(100), format!("f{i} "))).collect(), end: End::Done },
@@ -197,17 +198,30 @@ async fn completions(
             Script::Chunks { chunks: vec![(ms(5), "Half ".into()), (ms(5), "a reply".into())], end: End::Cut }
         }
         "stall" if first => Script::Chunks { chunks: vec![(ms(5), "Stalled ".into())], end: End::Stall },
-        _ => default(),
-    };
+        _ => {
+            let words = ["Hello", " from", " the", " mock"];
+            let chunks =
+                words.iter().enumerate().map(|(i, w)| (if i == 0 { first_delay } else { ms(5) }, w.to_string()));
+            Script::Chunks { chunks: chunks.collect(), end: End::Done }
+        }
+    })
+}
+
+/// Plays a script into a body channel, noting when the first chunk went out and when the
+/// client went away.
+fn play(
+    shared: Arc<Shared>,
+    at: Instant,
+    script: Script,
+) -> tokio::sync::mpsc::Receiver<Result<String, std::io::Error>> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
     tokio::spawn(async move {
-        let mut sent = 0u32;
         let send = |text: String| {
             let tx = tx.clone();
             async move { tx.send(Ok(text)).await.is_ok() }
         };
         let gone = |sent: u32| shared.dropped.lock().unwrap().push((Instant::now(), sent));
-        match script {
+        let (chunks, end, mut sent) = match script {
             Script::Gated => {
                 let released = shared.release.notified();
                 if !send(chunk("First words")).await {
@@ -215,38 +229,33 @@ async fn completions(
                 }
                 shared.first_bytes.lock().unwrap().push((at, Instant::now()));
                 released.await;
-                for text in [chunk(", then the rest."), usage()] {
-                    if !send(text).await {
-                        return gone(1);
-                    }
-                }
+                (vec![(Duration::ZERO, ", then the rest.".to_string())], End::Done, 1u32)
             }
-            Script::Chunks { chunks, end } => {
-                for (pause, text) in chunks {
-                    tokio::time::sleep(pause).await;
-                    if !send(chunk(&text)).await || tx.is_closed() {
-                        return gone(sent);
-                    }
-                    if sent == 0 {
-                        shared.first_bytes.lock().unwrap().push((at, Instant::now()));
-                    }
-                    sent += 1;
-                }
-                match end {
-                    End::Done => {
-                        let _ = send(usage()).await;
-                    }
-                    End::Cut => {
-                        // What was sent reaches the client before the connection breaks.
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        let _ = tx.send(Err(std::io::Error::other("cut"))).await;
-                    }
-                    End::Stall => tokio::time::sleep(Duration::from_secs(30)).await,
-                }
+            Script::Chunks { chunks, end } => (chunks, end, 0u32),
+        };
+        for (pause, text) in chunks {
+            tokio::time::sleep(pause).await;
+            if !send(chunk(&text)).await || tx.is_closed() {
+                return gone(sent);
             }
+            if sent == 0 {
+                shared.first_bytes.lock().unwrap().push((at, Instant::now()));
+            }
+            sent += 1;
+        }
+        match end {
+            End::Done => {
+                let _ = send(usage()).await;
+            }
+            End::Cut => {
+                // What was sent reaches the client before the connection breaks.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let _ = tx.send(Err(std::io::Error::other("cut"))).await;
+            }
+            End::Stall => tokio::time::sleep(Duration::from_secs(30)).await,
         }
     });
-    sse(Body::from_stream(tokio_stream_of(rx)))
+    rx
 }
 
 fn sse(body: Body) -> Response {

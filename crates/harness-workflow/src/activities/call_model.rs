@@ -37,7 +37,8 @@ pub(super) async fn run(
     let instant = provider.is_instant();
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
     let mut out = Output::new(&input, ctx.info().attempt);
-    let mut tick = tokio::time::interval(WATCH);
+    // The first look comes after WATCH: an instant turn (echo) never reads the store for it.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + WATCH, WATCH);
     let mut ticks = 0u32;
     loop {
         let next = tokio::select! {
