@@ -138,12 +138,7 @@ impl HarnessHandler {
         };
         message.task_id = target.task_id.clone();
         message.context_id = target.context_id.clone();
-        if let Some(sender) = caller.id() {
-            // Who sent it, as the channel extension names a sender: a model told apart the
-            // participants of a conversation by it.
-            let channel = serde_json::json!({"channel_id": target.task_id, "sender": sender});
-            message.metadata.get_or_insert_with(Default::default).insert(harness_workflow::channel_ext_key(), channel);
-        }
+        stamp_sender(&mut message, &caller);
         if let Some(config) = req.configuration.as_ref().and_then(|c| c.task_push_notification_config.clone()) {
             self.store_push_config(&target.task_id, config).await.map_err(|e| refused(&message, e))?;
         }
@@ -307,6 +302,7 @@ impl HarnessHandler {
         (target.task_id, target.context_id) = (prior.task_id.clone(), first.context_id.clone());
         message.task_id = target.task_id.clone();
         message.context_id = target.context_id.clone();
+        stamp_sender(message, caller);
         if prior.accepted() {
             let head = self.store.task_head(&target.task_id).await.map_err(store_error)?;
             let state = head.map_or(TaskState::Submitted, |h| h.state);
@@ -364,6 +360,16 @@ impl HarnessHandler {
     /// a task can be, since a client that names a task tracks it.
     fn replies_directly(&self, message: &Message, new_task: bool) -> bool {
         new_task && self.settings.provider.as_ref().is_some_and(|p| p.replies_directly(message))
+    }
+}
+
+/// Names a known sender on its message, as the channel extension names one
+/// (`{"channel_id": <task id>, "sender": <id>}`): a model tells the participants of a
+/// conversation apart by it.
+fn stamp_sender(message: &mut Message, caller: &Caller) {
+    if let Some(sender) = caller.id() {
+        let channel = serde_json::json!({"channel_id": message.task_id, "sender": sender});
+        message.metadata.get_or_insert_with(Default::default).insert(harness_workflow::channel_ext_key(), channel);
     }
 }
 
