@@ -17,7 +17,8 @@
 //!   first byte (issue 17).
 //!
 //! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10),
-//! `--parked N` (1,000), `--long N` (10,000; 0 skips it).
+//! `--parked N` (1,000), `--long N` (10,000; 0 skips it), `--openai N` (the samples of the
+//! openai phase, default `--samples`; 0 skips it, e.g. for a harness older than issue 17).
 //! Latency samples are taken in turns (floor, streaming, blocking) and throughput in 2 s
 //! turns (raw, raw update-with-start, turn-shaped, harness), so the dev server's fast and slow spells
 //! fall on every measure alike.
@@ -211,8 +212,13 @@ async fn main() -> anyhow::Result<()> {
     };
     let _ = harness.kill();
     let _ = harness.wait();
-    eprintln!("bench: {samples} streamed turns on an OpenAI-compatible endpoint");
-    let mut model = openai::first_chunk(dir.path(), &bin, &server.address, samples).await?;
+    let model_samples = arg("--openai", samples);
+    let mut model = if model_samples > 0 {
+        eprintln!("bench: {model_samples} streamed turns on an OpenAI-compatible endpoint");
+        Some(openai::first_chunk(dir.path(), &bin, &server.address, model_samples).await?)
+    } else {
+        None
+    };
     stop_worker();
     server.stop().await;
 
@@ -288,12 +294,14 @@ async fn main() -> anyhow::Result<()> {
             l.rss_after_kib as f64 / l.rss_before_kib.max(1) as f64,
         );
     }
-    println!(
-        "| openai model: endpoint's first byte to the first artifact chunk at the SSE client (p50 / p95), beside the endpoint's own time to first byte (p50) | {:.1} / {:.1} ms, beside {:.1} ms | | <= 5 ms p50 |",
-        ms(percentile(&mut model.added, 0.5)),
-        ms(percentile(&mut model.added, 0.95)),
-        ms(percentile(&mut model.endpoint, 0.5)),
-    );
+    if let Some(model) = model.as_mut() {
+        println!(
+            "| openai model: endpoint's first byte to the first artifact chunk at the SSE client (p50 / p95), beside the endpoint's own time to first byte (p50) | {:.1} / {:.1} ms, beside {:.1} ms | | <= 5 ms p50 |",
+            ms(percentile(&mut model.added, 0.5)),
+            ms(percentile(&mut model.added, 0.95)),
+            ms(percentile(&mut model.endpoint, 0.5)),
+        );
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let busy = |c: (f64, f64, f64)| (c.0 + c.1 + c.2) * 100.0 / (measured * cores as f64);
     let per_turn = |c: f64| c * 1000.0 / turn_n.max(1) as f64;
