@@ -269,3 +269,18 @@ async fn a_real_endpoint_answers_a_streamed_turn_when_openai_api_key_is_set() {
     assert!(texts(&last["statusUpdate"]["status"]["message"]).to_lowercase().contains("durable"), "{last}");
     assert!(events.iter().any(|e| kind(e) == "artifactUpdate"), "streamed: {events:?}");
 }
+
+/// A known sender is named on its message (the channel extension's `sender`), which is how
+/// the provider frames the messages of several participants (its unit test); one speaker's
+/// messages reach the model as they are.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_known_sender_is_named_on_its_message_and_a_lone_speaker_is_not_framed() {
+    let mock = MockOpenAi::start().await;
+    let h = harness(&mock, "conversation").await;
+    let params = json!({"message": user_text("hello from alice")});
+    let answer = contract_tests::rpc_as(&h.base_url, Some(("X-Participant-Id", "alice")), "SendMessage", params).await;
+    let task = &answer["result"]["task"];
+    let channel = &task["history"][0]["metadata"]["io.github.madarauchiha-314.tiny-harness/channel"];
+    assert_eq!(channel, &json!({"channel_id": task["id"], "sender": "alice"}), "{answer}");
+    assert_eq!(mock.seen()[0].body["messages"][1], json!({"role": "user", "content": "hello from alice"}));
+}
