@@ -103,4 +103,47 @@ async fn record_task_workflow_histories() {
     while contract_tests::kind(&s.next().await.unwrap()) != "artifactUpdate" {}
     c.rpc("CancelTask", json!({"id": id})).await;
     save(&h, &id, "cancel-mid-stream").await;
+    drop(h);
+
+    // Issue 16: a direct reply in a conversation (the task completes after the turn).
+    let script = "[[reply]]\nwhen = \"quick\"\nchunks = [\"A direct reply.\"]\ndirect = true\n";
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() })
+        .await;
+    let r = h.client().send(user_text("a quick one"), json!({})).await;
+    let id = r["result"]["message"]["taskId"].as_str().expect("a direct reply").to_string();
+    save(&h, &id, "direct-reply").await;
+    drop(h);
+
+    // Issue 17: a failed turn parks a conversation; the next message is a new turn; cancel.
+    let script = "[[reply]]\nwhen = \"fail\"\nfail = \"scripted failure\"\n[[reply]]\nchunks = [\"fine\"]\n";
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() })
+        .await;
+    let c = h.client();
+    let r = c.send(user_text("fail please"), json!({})).await;
+    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
+    let mut next = user_text("and now?");
+    next["taskId"] = json!(id);
+    c.send(next, json!({})).await;
+    c.rpc("CancelTask", json!({"id": id})).await;
+    save(&h, &id, "conversation-failure-parks").await;
+    drop(h);
+
+    // Issue 17: an openai turn whose stream is cut and retried (a restart), with usage; cancel.
+    let mock = contract_tests::openai_mock::MockOpenAi::start().await;
+    let h = HarnessProcess::start(HarnessOptions {
+        linger_secs: 0,
+        agent_extra: "model = \"gpt\"\n".into(),
+        extra_config: format!(
+            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\nkeyless = true\n",
+            mock.base_url
+        ),
+        ..Default::default()
+    })
+    .await;
+    let c = h.client();
+    let r = c.send(user_text("cut question"), json!({})).await;
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
+    c.rpc("CancelTask", json!({"id": id})).await;
+    save(&h, &id, "openai-retried-with-usage").await;
 }
