@@ -78,8 +78,8 @@ impl MockOpenAi {
 
     /// Lets a `gated` answer go on.
     pub fn release(&self) {
+        // Wakes the answers that wait now; no permit is left for a later one.
         self.shared.release.notify_waiters();
-        self.shared.release.notify_one();
     }
 
     /// When streamed answers found their client gone, with the chunks sent by then.
@@ -171,26 +171,35 @@ async fn completions(
     let first_delay = *shared.first_delay.lock().unwrap();
     match script(word, first, first_delay, authorization.as_deref()) {
         Ok(script) => sse(Body::from_stream(tokio_stream_of(play(shared, at, script)))),
-        Err(answer) => answer,
+        Err(answer) => *answer,
     }
 }
 
 /// What to answer for a trigger word (`first`: its first request): a script to stream, or
 /// an answer at once.
-fn script(word: &str, first: bool, first_delay: Duration, authorization: Option<&str>) -> Result<Script, Response> {
+fn script(
+    word: &str,
+    first: bool,
+    first_delay: Duration,
+    authorization: Option<&str>,
+) -> Result<Script, Box<Response>> {
     let ms = Duration::from_millis;
     Ok(match word {
         "rate-limited" if first => {
-            return Err(error(StatusCode::TOO_MANY_REQUESTS, "Rate limit reached", &[("retry-after", "1")]));
+            return Err(Box::new(error(StatusCode::TOO_MANY_REQUESTS, "Rate limit reached", &[("retry-after", "1")])));
         }
-        "flaky" if first => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, "The server had an error", &[])),
-        "always-500" => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, "The server is down", &[])),
+        "flaky" if first => {
+            return Err(Box::new(error(StatusCode::INTERNAL_SERVER_ERROR, "The server had an error", &[])));
+        }
+        "always-500" => return Err(Box::new(error(StatusCode::INTERNAL_SERVER_ERROR, "The server is down", &[]))),
         "unauthorized" => {
             let key = authorization.unwrap_or("").trim_start_matches("Bearer ");
-            return Err(error(StatusCode::UNAUTHORIZED, &format!("Incorrect API key provided: {key}"), &[]));
+            return Err(Box::new(error(StatusCode::UNAUTHORIZED, &format!("Incorrect API key provided: {key}"), &[])));
         }
-        "bad-request" => return Err(error(StatusCode::BAD_REQUEST, "Invalid value for 'model': no such model", &[])),
-        "malformed" => return Err(sse(Body::from(format!("{}data: {{this is not json\n\n", chunk("Hel"))))),
+        "bad-request" => {
+            return Err(Box::new(error(StatusCode::BAD_REQUEST, "Invalid value for 'model': no such model", &[])));
+        }
+        "malformed" => return Err(Box::new(sse(Body::from(format!("{}data: {{this is not json\n\n", chunk("Hel")))))),
         "gated" => Script::Gated,
         "slow" => Script::Chunks { chunks: (0..10).map(|i| (ms(300), format!("w{i} "))).collect(), end: End::Done },
         "forever" => Script::Chunks { chunks: (0..600).map(|i| (ms(100), format!("f{i} "))).collect(), end: End::Done },

@@ -46,7 +46,8 @@ pub struct OpenAiSettings {
     pub instructions: Option<String>,
 }
 
-/// The provider.
+/// The provider (cheap to clone: its settings are shared, and so is the HTTP client's pool).
+#[derive(Clone)]
 pub struct OpenAiModel {
     settings: Arc<OpenAiSettings>,
     http: reqwest::Client,
@@ -314,7 +315,7 @@ impl ModelProvider for OpenAiModel {
 
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
         let body = Arc::new(self.body(&request.history));
-        let me = Arc::new(Self { settings: self.settings.clone(), http: self.http.clone() });
+        let me = Arc::new(self.clone());
         let max = self.settings.max_attempts.max(1);
         let stream = async_stream::stream! {
             let mut n = 1;

@@ -39,10 +39,10 @@ impl Pending {
         task_id: String,
         message: Message,
         before: Option<Task>,
-        direct: Option<bool>,
+        new_task: bool,
+        direct: bool,
         receipt: Receipt,
     ) -> Self {
-        let (new_task, direct) = (direct.is_some(), direct.unwrap_or(false));
         Self { task_id, message, before, new_task, direct, delivery: tokio::spawn(async move { Ok(receipt) }) }
     }
 
@@ -220,7 +220,7 @@ impl HarnessHandler {
             };
             let mut message = message.clone();
             message.context_id = head.context_id.clone();
-            return Ok(Step::Answered(Box::new(Pending::answered(task_id, message, before, None, receipt))));
+            return Ok(Step::Answered(Box::new(Pending::answered(task_id, message, before, false, false, receipt))));
         }
         if head.state.is_terminal() {
             let err = A2AError::unsupported(terminal_refusal(head.state))
@@ -307,11 +307,12 @@ impl HarnessHandler {
             let head = self.store.task_head(&target.task_id).await.map_err(store_error)?;
             let state = head.map_or(TaskState::Submitted, |h| h.state);
             let receipt = Receipt { accepted: true, cursor: 0, state, task: None, duplicate: true };
-            let direct = Some(self.replies_directly(message, true));
+            let direct = self.replies_directly(message, true);
             return Ok(Step::Answered(Box::new(Pending::answered(
                 target.task_id,
                 message.clone(),
                 None,
+                true,
                 direct,
                 receipt,
             ))));
