@@ -8,6 +8,7 @@
 //! activity name (recorded histories would stop replaying).
 
 pub mod activities;
+pub mod commands;
 pub mod models;
 pub mod redaction;
 mod refusal;
@@ -45,6 +46,18 @@ pub fn attempt_ext_key() -> String {
 /// task (`{"prompt_tokens", "completion_tokens", "reasoning_tokens"}`).
 pub fn usage_ext_key() -> String {
     format!("{EXT_NS}/usage")
+}
+
+/// Metadata key of a command's message and its reply (`{"name": <command>, "in_reply_to":
+/// <messageId>}` on the reply): the model never sees either (S9).
+pub fn command_ext_key() -> String {
+    format!("{EXT_NS}/command")
+}
+
+/// Metadata key of the answer to a control (`{"in_reply_to": <messageId>}`), when the
+/// control could not complete the task (S8).
+pub fn control_ext_key() -> String {
+    format!("{EXT_NS}/control")
 }
 
 /// Substate of a conversation between turns (D5).

@@ -24,6 +24,9 @@ pub enum RefusalKind {
     TaskEnded,
     /// The message itself is unusable: A2A InvalidParams.
     InvalidMessage,
+    /// The sender may not do what the message asks (a watcher's control, S8): A2A
+    /// UnsupportedOperation, as a watcher's cancel.
+    NotAllowed,
 }
 
 /// A refusal by the `inbox` validator, turned back into an A2A error by the handler.
@@ -41,6 +44,10 @@ impl Refusal {
 
     pub fn invalid_message(message: impl Into<String>) -> Self {
         Self { kind: RefusalKind::InvalidMessage, message: message.into() }
+    }
+
+    pub fn not_allowed(message: impl Into<String>) -> Self {
+        Self { kind: RefusalKind::NotAllowed, message: message.into() }
     }
 
     /// The error an update validator returns.
@@ -113,8 +120,11 @@ mod tests {
 
     #[test]
     fn each_refusal_kind_survives_the_sdk_s_failure_encoding() {
-        for refusal in [Refusal::task_ended(TaskState::Completed), Refusal::invalid_message("the message has no parts")]
-        {
+        for refusal in [
+            Refusal::task_ended(TaskState::Completed),
+            Refusal::invalid_message("the message has no parts"),
+            Refusal::not_allowed("participant `w` watches task t and may not complete it"),
+        ] {
             let failure = as_the_sdk_sends_it(refusal.clone());
             assert_eq!(failure.message, refusal.message, "the outer failure reads as the refusal");
             assert_eq!(Refusal::from_failure(&failure), Some(refusal));

@@ -139,6 +139,36 @@ pub struct InboxItem {
     /// whatever the lifecycle, since its client was answered with a Message and tracks no task.
     #[serde(default, skip_serializing_if = "is_false")]
     pub direct: bool,
+    /// What the message is to the workflow (S8, S9), decided when it was admitted: an
+    /// ordinary message (the default, and every message of a run recorded before), the
+    /// control envelope, or a registered slash command.
+    #[serde(default, skip_serializing_if = "ItemKind::is_message")]
+    pub kind: ItemKind,
+    /// The participant who sent it, when known (D4): a control needs one (S8), and the
+    /// channel names it (S12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+}
+
+/// What an inbox item is to the workflow.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ItemKind {
+    /// A message for the model: it takes a turn.
+    #[default]
+    Message,
+    /// `{"kind":"control","action":"complete"}` (S8): completes the task, cutting a
+    /// running turn.
+    Control,
+    /// `/<name> <args>` for a registered command (S9): runs through `run_command`, never
+    /// reaches the model.
+    Command { name: String, args: String },
+}
+
+impl ItemKind {
+    pub fn is_message(&self) -> bool {
+        *self == Self::Message
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -246,6 +276,50 @@ pub struct ModelReply {
     /// Tokens the turn used, when the provider said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::models::TokenUsage>,
+}
+
+/// A participant of a task, as the task extension names it (EXTENSIONS.md, task).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Participant {
+    pub id: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub role: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub display_name: String,
+}
+
+/// What a command sees of its task (S9): `run_command`'s input with the command.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommandContext {
+    pub task_id: String,
+    pub context_id: String,
+    /// The command's name (no slash) and the rest of the message after it, trimmed.
+    pub name: String,
+    pub args: String,
+    /// Who sent the command, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+    pub state: TaskState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub substate: Option<String>,
+    /// Turns started so far.
+    pub turn: u32,
+    pub participants: Vec<Participant>,
+    /// Open sub-tasks (none until delegation exists).
+    #[serde(default)]
+    pub open_sub_tasks: Vec<String>,
+    /// Messages accepted and waiting for a turn.
+    pub mailbox_depth: u32,
+}
+
+/// `run_command`'s result: the reply text (a failed command says why in it).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommandReply {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub failed: bool,
 }
 
 /// A running task as `/_monitor` shows it (S20).

@@ -14,15 +14,23 @@
 //! [`crate::RunLimits`] continues as new, handing the next run its [`Carried`] state
 //! (docs/event-log.md, "The run boundary").
 
+mod dispatch;
 mod emit;
 mod turn;
 
-use crate::{CancelRequest, InboxItem, LiveTask, LogPosition, MonitorRow, Receipt, Refusal, TaskInput, status_ext_key};
+use crate::{
+    CancelRequest, InboxItem, ItemKind, LiveTask, LogPosition, MonitorRow, Participant, Receipt, Refusal, TaskInput,
+    status_ext_key,
+};
 use a2a_types::{Artifact, Message, Task, TaskState, TaskStatus};
 use std::collections::VecDeque;
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult};
+
+/// The patch under which every accepted message from a known participant is echoed into
+/// the log (S12, the channel extension). A run recorded before echoes none.
+const CHANNEL_ECHO: &str = "channel-echo";
 
 /// The patch under which events carry what changed of the history and artifacts, and a
 /// turn's model input names where its message ends (docs/event-log.md). A run recorded
@@ -67,6 +75,12 @@ pub struct TaskWorkflow {
     run_bytes: u64,
     /// Runs before this one.
     runs: u32,
+    /// An accepted control (S8), waiting to complete the task: it cuts a running turn.
+    control: Option<InboxItem>,
+    /// Work that does not wait for a turn: channel echoes and commands, in order (S9, S12).
+    side: VecDeque<dispatch::Side>,
+    /// Whether this run echoes messages into the log ([`CHANNEL_ECHO`]).
+    channel: bool,
 }
 
 /// How many accepted `messageId`s a run remembers for duplicates (docs/event-log.md).
@@ -107,6 +121,9 @@ impl TaskWorkflow {
             run_updates: 0,
             run_bytes: 0,
             runs: carried.runs,
+            control: None,
+            side: VecDeque::new(),
+            channel: false,
         };
         for (id, cursor) in carried.accepted {
             wf.remember(id, cursor);
@@ -120,7 +137,11 @@ impl TaskWorkflow {
     #[run(name = "TaskWorkflow")]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TaskState> {
         let by_row = ctx.patched(HISTORY_BY_ROW);
-        ctx.state_mut(|s| s.by_row = by_row);
+        let channel = ctx.patched(CHANNEL_ECHO);
+        ctx.state_mut(|s| {
+            s.by_row = by_row;
+            s.channel = channel;
+        });
         // A continued run's task was opened by the first run.
         if ctx.state(|s| s.runs == 0) && !turn::open(ctx).await? {
             return Ok(ctx.state(|s| s.head.status.state));
@@ -160,6 +181,9 @@ impl TaskWorkflow {
         }
         if item.message.parts.is_empty() {
             return Err(Refusal::invalid_message("the message has no parts").into_error());
+        }
+        if item.kind == ItemKind::Control {
+            self.may_complete(item.sender.as_deref()).map_err(Refusal::into_error)?;
         }
         Ok(())
     }
@@ -210,14 +234,7 @@ impl TaskWorkflow {
     /// What `/_monitor` shows of a running task (S20).
     #[query(name = "monitor")]
     pub fn monitor(&self, _ctx: &WorkflowContextView) -> MonitorRow {
-        let substate = self
-            .head
-            .metadata
-            .as_ref()
-            .and_then(|m| m.get(&status_ext_key()))
-            .and_then(|v| v.get("substate"))
-            .and_then(|v| v.as_str())
-            .map(String::from);
+        let substate = self.substate();
         MonitorRow {
             task_id: self.head.id.clone(),
             state: self.head.status.state,
@@ -251,6 +268,38 @@ impl TaskWorkflow {
 }
 
 impl TaskWorkflow {
+    /// The task's participants (its task data, EXTENSIONS.md).
+    fn participants(&self) -> Vec<Participant> {
+        let data = self.head.metadata.as_ref().and_then(|m| m.get(&crate::task_ext_key()));
+        data.and_then(|d| d.get("participants"))
+            .and_then(|p| serde_json::from_value(p.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// S8, D4: only a known participant who is more than a watcher may complete the task.
+    fn may_complete(&self, sender: Option<&str>) -> Result<(), Refusal> {
+        let task = &self.head.id;
+        let Some(sender) = sender else {
+            return Err(Refusal::invalid_message(format!(
+                "a control needs a known sender: name the participant (X-Participant-Id or metadata.participant_id); \
+                 an anonymous caller cannot complete task {task}"
+            )));
+        };
+        match self.participants().iter().find(|p| p.id == sender).map(|p| p.role.as_str()) {
+            None => Err(Refusal::not_allowed(format!("participant `{sender}` is not on task {task}"))),
+            Some("watcher") => {
+                Err(Refusal::not_allowed(format!("participant `{sender}` watches task {task} and may not complete it")))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The substate the task's head carries.
+    fn substate(&self) -> Option<String> {
+        let md = self.head.metadata.as_ref()?;
+        md.get(&status_ext_key())?.get("substate")?.as_str().map(String::from)
+    }
+
     /// How long the history is: what the store has and what it does not have yet.
     fn history_len(&self) -> usize {
         self.stored_history + self.pending_history.len()
@@ -271,9 +320,23 @@ impl TaskWorkflow {
         let mut message = item.message.clone();
         message.task_id = self.head.id.clone();
         message.context_id = self.head.context_id.clone();
+        if let ItemKind::Command { name, .. } = &item.kind {
+            // Marked so the model never reads it (S9).
+            let mark = serde_json::json!({ "name": name });
+            message.metadata.get_or_insert_with(Default::default).insert(crate::command_ext_key(), mark);
+        }
         let id = message.message_id.clone();
         self.pending_history.push(message.clone());
-        self.mailbox.push_back((self.history_len() - 1, InboxItem { message, ..item }));
+        let position = self.history_len() - 1;
+        if let Some(sender) = item.sender.clone() {
+            self.side.push_back(dispatch::Side::Echo { message: message.clone(), sender });
+        }
+        let item = InboxItem { message, ..item };
+        match item.kind {
+            ItemKind::Message => self.mailbox.push_back((position, item)),
+            ItemKind::Control => self.control = Some(item),
+            ItemKind::Command { .. } => self.side.push_back(dispatch::Side::Command(Box::new(item))),
+        }
         self.remember(id, self.last_seq);
     }
 

@@ -21,13 +21,7 @@ pub const EVENT_MEDIA_TYPE: &str = "application/vnd.tiny-harness.event+json";
 pub const CHANNEL_MEDIA_TYPE: &str = "application/vnd.tiny-harness.channel+json";
 pub const A2UI_MEDIA_TYPE: &str = "application/a2ui+json";
 
-/// A registered command, as the card publishes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommandInfo {
-    pub name: String,
-    pub description: String,
-    pub usage: String,
-}
+pub use harness_workflow::commands::CommandInfo;
 
 /// What the card depends on besides the config.
 pub struct CardInputs<'a> {

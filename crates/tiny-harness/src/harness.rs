@@ -8,6 +8,7 @@ use crate::temporal_dev::{EmbeddedTemporal, TemporalCliError, find_or_provision_
 use harness_push::{DeliveryPolicy, Pusher};
 use harness_store::Store;
 use harness_workflow::Activities;
+use harness_workflow::commands::{CommandInfo, CommandRegistry};
 use harness_workflow::models::{ModelRegistry, ScriptedModel};
 use harness_workflow::redaction::Redactor;
 use std::sync::Arc;
@@ -86,6 +87,9 @@ pub(crate) struct Inner {
     running: tokio::sync::Mutex<Option<Running>>,
     /// The model providers, built (and checked) once with the harness.
     models: ModelRegistry,
+    /// The slash commands, frozen when the harness was built (S9).
+    commands: CommandRegistry,
+    policy: Option<Arc<dyn crate::handler::Policy>>,
 }
 
 /// Builds a [`Harness`] with what only a host can give: route options and a participant
@@ -94,6 +98,8 @@ pub struct HarnessBuilder {
     config: Config,
     options: RouteOptions,
     resolver: Option<Arc<dyn ParticipantResolver>>,
+    commands: harness_workflow::commands::CommandRegistryBuilder,
+    policy: Option<Arc<dyn crate::handler::Policy>>,
 }
 
 impl HarnessBuilder {
@@ -109,10 +115,33 @@ impl HarnessBuilder {
         self
     }
 
+    /// Registers a slash command (S9): `/<name> <args>` runs `handler` with the task's
+    /// context and the arguments, and its text is the reply. The registry is frozen by
+    /// [`HarnessBuilder::build`] and published on the card; a bad, built-in or repeated name
+    /// is the build's error.
+    pub fn command(
+        mut self,
+        name: &str,
+        description: &str,
+        usage: &str,
+        handler: impl harness_workflow::commands::CommandHandler,
+    ) -> Self {
+        let info = CommandInfo { name: name.into(), description: description.into(), usage: usage.into() };
+        self.commands = self.commands.register(info, handler);
+        self
+    }
+
+    /// The host's policy points (S9): `request.received` and `command.invoked`.
+    pub fn policy(mut self, policy: Arc<dyn crate::handler::Policy>) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
     /// Checks the configuration and builds the card; opens nothing.
     pub fn build(self) -> Result<Harness, crate::ConfigError> {
         let config = self.config;
         let models = models(&config)?;
+        let commands = self.commands.try_build().map_err(crate::ConfigError)?;
         config.agent.run_limits()?;
         let prefix = config.prefix();
         let public_url = config.public_url()?;
@@ -121,7 +150,7 @@ impl HarnessBuilder {
             &crate::card::CardInputs {
                 base_url: &public_url,
                 push_notifications: config.push_configured(),
-                commands: &[],
+                commands: &commands.list(),
             },
         );
         let extended_card = crate::card::build_extended(&config.card, &card);
@@ -139,6 +168,8 @@ impl HarnessBuilder {
                 monitor: Default::default(),
                 running: tokio::sync::Mutex::new(None),
                 models,
+                commands,
+                policy: self.policy,
                 config,
             }),
         })
@@ -152,7 +183,13 @@ impl Harness {
     }
 
     pub fn builder(config: Config) -> HarnessBuilder {
-        HarnessBuilder { config, options: RouteOptions::default(), resolver: None }
+        HarnessBuilder {
+            config,
+            options: RouteOptions::default(),
+            resolver: None,
+            commands: CommandRegistry::builder(),
+            policy: None,
+        }
     }
 
     /// `base_url` + prefix: what the card and push callbacks carry (S18).
@@ -226,7 +263,8 @@ impl Harness {
             };
             p.spawn_sweeper(config.temporal.task_queue.clone(), first)
         });
-        let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone());
+        let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone())
+            .with_commands(self.inner.commands.clone());
         let worker = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
             let cached = config.temporal.max_cached_workflows;
@@ -294,6 +332,8 @@ impl Harness {
             resolver: self.inner.resolver.clone(),
             owners: Default::default(),
             health,
+            commands: self.inner.commands.clone(),
+            policy: self.inner.policy.clone(),
         }
     }
 

@@ -32,8 +32,10 @@ pub(super) async fn run(
             input.model
         )))
     })?;
-    let request =
-        ModelRequest { history: conversation(store, provider.history_window(), &input).await?, turn: input.turn };
+    let request = ModelRequest {
+        history: for_the_model(conversation(store, provider.history_window(), &input).await?),
+        turn: input.turn,
+    };
     let instant = provider.is_instant();
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
     let mut out = Output::new(&input, ctx.info().attempt);
@@ -203,6 +205,13 @@ async fn conversation(store: &Store, window: Option<usize>, turn: &ModelTurn) ->
         .map_err(|e| ActivityError::application(ApplicationFailure::new(e)))?;
     history.extend_from_slice(given);
     Ok(history)
+}
+
+/// The conversation as the model reads it: without slash commands and their replies (S9).
+fn for_the_model(mut history: Vec<Message>) -> Vec<Message> {
+    let key = crate::command_ext_key();
+    history.retain(|m| !m.metadata.as_ref().is_some_and(|md| md.contains_key(&key)));
+    history
 }
 
 /// Adds an artifact update to the artifacts of a reply: appended parts join the artifact

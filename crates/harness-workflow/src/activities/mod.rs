@@ -4,8 +4,9 @@
 mod call_model;
 mod emit_event;
 
+use crate::commands::CommandRegistry;
 use crate::models::ModelRegistry;
-use crate::{EmitInput, ModelReply, ModelTurn};
+use crate::{CommandContext, CommandReply, EmitInput, ModelReply, ModelTurn};
 use harness_store::Store;
 use std::sync::Arc;
 use temporalio_macros::activities;
@@ -22,6 +23,8 @@ pub struct Activities {
     /// so a kill lands inside the workflow task that appended (env
     /// `TINY_HARNESS_FAULT_EMIT_DELAY_MS`, docs/event-log.md). Zero in production.
     pub emit_delay: std::time::Duration,
+    /// The slash commands `run_command` runs (S9): the built-ins unless a host added more.
+    pub commands: CommandRegistry,
 }
 
 /// The environment variable that sets [`Activities::emit_delay`] (milliseconds).
@@ -34,7 +37,13 @@ impl Activities {
         if ms > 0 {
             tracing::warn!(ms, "fault injection: every emit_event waits after its append ({FAULT_EMIT_DELAY_ENV})");
         }
-        Self { store, models, pusher, emit_delay: std::time::Duration::from_millis(ms) }
+        let emit_delay = std::time::Duration::from_millis(ms);
+        Self { store, models, pusher, emit_delay, commands: CommandRegistry::default() }
+    }
+
+    /// These activities running `commands` (the harness's frozen registry).
+    pub fn with_commands(self, commands: CommandRegistry) -> Self {
+        Self { commands, ..self }
     }
 }
 
@@ -58,5 +67,20 @@ impl Activities {
         input: ModelTurn,
     ) -> Result<ModelReply, ActivityError> {
         call_model::run(&self.store, &self.models, &ctx, input).await
+    }
+
+    /// Runs a slash command (S9); a command that fails answers with why, it never fails
+    /// the task.
+    #[activity(name = "run_command")]
+    pub async fn run_command(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: CommandContext,
+    ) -> Result<CommandReply, ActivityError> {
+        let name = input.name.clone();
+        Ok(match self.commands.run(input).await {
+            Ok(text) => CommandReply { text, failed: false },
+            Err(why) => CommandReply { text: format!("/{name} failed: {why}"), failed: true },
+        })
     }
 }

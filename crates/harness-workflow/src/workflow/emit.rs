@@ -15,10 +15,22 @@ pub(super) fn timestamp(t: Option<std::time::SystemTime>) -> Option<String> {
 
 /// Sets the status (with its timestamp from workflow time) and emits it with the snapshot.
 pub(super) async fn set_status(
-    ctx: &mut WorkflowContext<TaskWorkflow>,
+    ctx: &WorkflowContext<TaskWorkflow>,
     state: TaskState,
     message: Option<Message>,
     substate: Option<&str>,
+) -> WorkflowResult<()> {
+    set_status_with(ctx, state, message, substate, None).await
+}
+
+/// [`set_status`], the event's metadata with `extra` (a command's `{"command": <name>}`);
+/// the head keeps the substate only.
+pub(super) async fn set_status_with(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    state: TaskState,
+    message: Option<Message>,
+    substate: Option<&str>,
+    extra: Option<Struct>,
 ) -> WorkflowResult<()> {
     let ts = timestamp(ctx.workflow_time());
     let metadata = substate.map(|sub| {
@@ -37,6 +49,10 @@ pub(super) async fn set_status(
             md.extend(m.clone());
         }
         s.head.metadata = if md.is_empty() { None } else { Some(md) };
+        let metadata = match extra {
+            Some(extra) => Some(metadata.unwrap_or_default().into_iter().chain(extra).collect()),
+            None => metadata,
+        };
         let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: s.head.id.clone(),
             context_id: s.head.context_id.clone(),
@@ -56,7 +72,7 @@ pub(super) async fn set_status(
 /// stored once the append has answered. (A run recorded before [`super::HISTORY_BY_ROW`]
 /// stored them only with a snapshot, so it carries them only then.)
 pub(super) async fn emit(
-    ctx: &mut WorkflowContext<TaskWorkflow>,
+    ctx: &WorkflowContext<TaskWorkflow>,
     event: StreamResponse,
     snapshot: Option<Task>,
 ) -> WorkflowResult<()> {

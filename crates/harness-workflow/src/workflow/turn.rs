@@ -66,7 +66,7 @@ pub(super) async fn open(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
         let idle = ctx.timer(UNOPENED_IDLE);
         let mut idle = std::pin::pin!(idle);
         let opened = temporalio_sdk::workflows::select! {
-            r = ctx.wait_condition(|s| !s.mailbox.is_empty() || s.cancel.is_some()) => r.is_ok(),
+            r = ctx.wait_condition(|s| s.has_work()) => r.is_ok(),
             _ = &mut idle => false,
         };
         if opened {
@@ -99,6 +99,8 @@ fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
     let over = ctx.state(|s| {
         let limits = s.input.run_limits;
         s.cancel.is_none()
+            && s.control.is_none()
+            && s.side.is_empty()
             && !s.in_turn
             && s.pending_artifacts.is_empty()
             && (suggested
@@ -123,10 +125,18 @@ pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
     if let Some(input) = may_continue(ctx) {
         return Ok(Flow::ContinueAsNew(input));
     }
-    ctx.wait_condition(|s| !s.mailbox.is_empty() || s.cancel.is_some()).await?;
+    ctx.wait_condition(|s| s.has_work()).await?;
     if ctx.state(|s| s.cancel.is_some()) {
         set_status(ctx, TaskState::Canceled, None, None).await?;
         return Ok(Flow::End);
+    }
+    // A control goes before what waits (S8); side work before the next turn.
+    if ctx.state(|s| s.control.is_some()) {
+        return super::dispatch::complete(ctx).await;
+    }
+    if ctx.state(|s| !s.side.is_empty()) {
+        super::dispatch::side_work(ctx).await?;
+        return Ok(Flow::Next);
     }
     let Some((position, item)) = ctx.state_mut(|s| {
         let next = s.mailbox.pop_front();
@@ -150,10 +160,15 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     }
     let model_turn = ctx.state(|s| s.model_turn(position, turn));
     let artifact_id = model_turn.artifact_id.clone();
-    let Some(result) = call_model(ctx, model_turn).await else {
+    let result = match call_model(ctx, model_turn).await? {
+        Ok(result) => result,
         // Cancel cut the turn (S6): the store's terminal fence stops any late chunk.
-        set_status(ctx, TaskState::Canceled, None, None).await?;
-        return Ok(Flow::End);
+        Err(Cut::Cancel) => {
+            set_status(ctx, TaskState::Canceled, None, None).await?;
+            return Ok(Flow::End);
+        }
+        // A control cut it (S8): the task completes (or parks, when sub-tasks refuse).
+        Err(Cut::Control) => return super::dispatch::complete(ctx).await,
     };
     match result {
         Ok(reply) => {
@@ -164,6 +179,9 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.cancel.is_some()) => {
             set_status(ctx, TaskState::Canceled, None, None).await?;
             Ok(Flow::End)
+        }
+        Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.control.is_some()) => {
+            super::dispatch::complete(ctx).await
         }
         Err(e) => {
             let why = failure_text(&e);
@@ -184,7 +202,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
 
 /// What a failed model call says: the provider's own text, the innermost cause (the
 /// activity failure around it only says "Activity task failed").
-fn failure_text(e: &ActivityExecutionError) -> String {
+pub(super) fn failure_text(e: &ActivityExecutionError) -> String {
     let Some(mut failure) = e.failure() else { return e.to_string() };
     while let Some(cause) = failure.cause.as_deref() {
         failure = cause;
@@ -192,19 +210,26 @@ fn failure_text(e: &ActivityExecutionError) -> String {
     failure.message.clone()
 }
 
+/// What cut a running turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    Cancel,
+    Control,
+}
+
 /// Calls the model: a local activity for an instant provider, a regular one (heartbeating,
-/// retried, cancellable) for any other. `None` when a cancel cut it.
+/// retried, cancellable) for any other; `Err` when a cancel or a control cut it.
 async fn call_model(
     ctx: &WorkflowContext<TaskWorkflow>,
     model_turn: ModelTurn,
-) -> Option<Result<ModelReply, ActivityExecutionError>> {
+) -> WorkflowResult<Result<Result<ModelReply, ActivityExecutionError>, Cut>> {
     if ctx.state(|s| s.input.instant_model) {
         let call = ctx.execute_local_activity(
             Activities::call_model,
             model_turn,
             LocalActivityOptions::builder().start_to_close_timeout(Duration::from_secs(60)).build(),
         );
-        cancellable(ctx, call).await
+        during_turn(ctx, call).await
     } else {
         let call = ctx.execute_activity(
             Activities::call_model,
@@ -214,7 +239,7 @@ async fn call_model(
                 .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
                 .build(),
         );
-        cancellable(ctx, call).await
+        during_turn(ctx, call).await
     }
 }
 
@@ -241,7 +266,8 @@ async fn end_turn(
         }
         _ => {}
     }
-    if ctx.state(|s| !s.mailbox.is_empty()) {
+    // More messages wait, or a control that ends the task: no park between.
+    if ctx.state(|s| !s.mailbox.is_empty() || s.control.is_some()) {
         return Ok(Flow::Next);
     }
     // A direct reply's client tracks no task: nothing would ever continue it.
@@ -259,6 +285,11 @@ async fn end_turn(
 }
 
 impl TaskWorkflow {
+    /// Something for the run loop: a message, a cancel, a control or side work.
+    fn has_work(&self) -> bool {
+        !self.mailbox.is_empty() || self.cancel.is_some() || self.control.is_some() || !self.side.is_empty()
+    }
+
     /// The conversation up to this turn's message, from what the store does not have:
     /// `call_model` reads the messages before that from the store.
     fn model_turn(&self, position: usize, turn: u32) -> ModelTurn {
@@ -352,22 +383,31 @@ impl TaskWorkflow {
     }
 }
 
-/// Runs an activity until it ends or the task is canceled (`None`); a cancel tells the
-/// worker to stop it, and the store's terminal fence refuses its late chunks (D1).
-async fn cancellable<T>(
+/// Runs a turn's activity until it ends, doing the side work that comes meanwhile (echoes,
+/// commands: S9, S12), or until a cancel or a control cuts it (`Err`): the worker is told
+/// to stop it, and the store's terminal fence refuses its late chunks (D1).
+async fn during_turn<T>(
     ctx: &WorkflowContext<TaskWorkflow>,
     call: impl CancellableFuture<Output = Result<T, ActivityExecutionError>>,
-) -> Option<Result<T, ActivityExecutionError>> {
+) -> WorkflowResult<Result<Result<T, ActivityExecutionError>, Cut>> {
     let mut call = std::pin::pin!(call);
-    let outcome = temporalio_sdk::workflows::select! {
-        r = &mut call => Some(r),
-        _ = ctx.wait_condition(|s| s.cancel.is_some()) => None,
-    };
-    if outcome.is_none() {
-        call.cancel();
-        let _ = call.await;
+    loop {
+        let next = temporalio_sdk::workflows::select! {
+            r = &mut call => Some(Ok(r)),
+            _ = ctx.wait_condition(|s| s.cancel.is_some() || s.control.is_some()) => Some(Err(())),
+            _ = ctx.wait_condition(|s| !s.side.is_empty()) => None,
+        };
+        match next {
+            Some(Ok(r)) => return Ok(Ok(r)),
+            Some(Err(())) => {
+                call.cancel();
+                let _ = call.await;
+                let cut = if ctx.state(|s| s.cancel.is_some()) { Cut::Cancel } else { Cut::Control };
+                return Ok(Err(cut));
+            }
+            None => super::dispatch::side_work(ctx).await?,
+        }
     }
-    outcome
 }
 
 /// The newest of `order`'s ids (oldest first, with their cursors) whose lengths (and a fixed

@@ -3,11 +3,13 @@
 //! A message that passes is durable in its task's inbox before its delivery starts.
 
 use super::access::{Access, Caller, Role};
+use super::controls::{self, PolicyPoint, PolicyRequest};
+use super::stream::StopAt;
 use super::{HarnessHandler, store_error};
 use a2a_server::CallContext;
 use a2a_types::{A2AError, Message, SendMessageRequest, Task, TaskState, validate};
 use harness_store::{InboxOutcome, TaskHead};
-use harness_workflow::{InboxItem, Receipt, TaskInput, terminal_refusal};
+use harness_workflow::{InboxItem, ItemKind, Receipt, TaskInput, terminal_refusal};
 
 /// A message the workflow accepted.
 pub(super) struct Accepted {
@@ -28,6 +30,8 @@ pub(super) struct Pending {
     pub new_task: bool,
     /// The provider answers it with a direct reply Message (a message that opens a task).
     pub direct: bool,
+    /// What the message is (S8, S9): a command's or a control's answer is its own event.
+    kind: ItemKind,
     /// Update-with-start, then the audit row's outcome: they complete even when the caller
     /// goes away before them.
     delivery: tokio::task::JoinHandle<Result<Receipt, A2AError>>,
@@ -43,7 +47,22 @@ impl Pending {
         direct: bool,
         receipt: Receipt,
     ) -> Self {
-        Self { task_id, message, before, new_task, direct, delivery: tokio::spawn(async move { Ok(receipt) }) }
+        let delivery = tokio::spawn(async move { Ok(receipt) });
+        Self { task_id, message, before, new_task, direct, kind: ItemKind::Message, delivery }
+    }
+
+    /// This pending message as a `kind` (a retried command or control).
+    fn of_kind(self, kind: ItemKind) -> Self {
+        Self { kind, ..self }
+    }
+
+    /// Where a SendMessage answering this message stops: at the newest final event, or, for
+    /// a command or a control, at the event that answers it (or the task's end).
+    pub fn stop_at(&self) -> StopAt {
+        match self.kind {
+            ItemKind::Message => StopAt::Final,
+            ItemKind::Command { .. } | ItemKind::Control => StopAt::Reply(self.message.message_id.clone()),
+        }
     }
 
     /// Waits for the workflow's answer to the message.
@@ -128,26 +147,55 @@ impl HarnessHandler {
         let caller =
             self.caller(ctx, &[req.message.as_ref().and_then(|m| m.metadata.as_ref()), req.metadata.as_ref()]).await?;
         let mut message = self.checked(req, &caller)?;
+        let kind = controls::classify(&message, &self.commands).map_err(|e| refused(&message, e))?;
+        controls::check_control_sender(&kind, &caller).map_err(|e| refused(&message, e))?;
         let target = if message.task_id.is_empty() {
             self.new_target(&message)
         } else {
             match self.continued(&caller, &message, want_snapshot).await? {
-                Step::Answered(pending) => return Ok(*pending),
+                Step::Answered(pending) => return Ok(pending.of_kind(kind)),
                 Step::Next(target) => target,
             }
         };
         message.task_id = target.task_id.clone();
         message.context_id = target.context_id.clone();
         stamp_sender(&mut message, &caller);
+        self.ask_policy(&caller, &message, &kind, target.new_task).await.map_err(|e| refused(&message, e))?;
         if let Some(config) = req.configuration.as_ref().and_then(|c| c.task_push_notification_config.clone()) {
             self.store_push_config(&target.task_id, config).await.map_err(|e| refused(&message, e))?;
         }
         // S5: the message is durable before anything is acknowledged.
         let target = match self.record(request_id, &caller, &mut message, target).await? {
-            Step::Answered(pending) => return Ok(*pending),
+            Step::Answered(pending) => return Ok(pending.of_kind(kind)),
             Step::Next(target) => target,
         };
-        Ok(self.start_delivery(request_id, &caller, message, target))
+        Ok(self.start_delivery(request_id, &caller, message, target, kind))
+    }
+
+    /// The host's policy, when it gave one (S9): `request.received` for an ordinary
+    /// message, `command.invoked` for a command or a control.
+    async fn ask_policy(
+        &self,
+        caller: &Caller,
+        message: &Message,
+        kind: &ItemKind,
+        new_task: bool,
+    ) -> Result<(), A2AError> {
+        let Some(policy) = &self.policy else { return Ok(()) };
+        let (point, command, args) = match kind {
+            ItemKind::Message => (PolicyPoint::RequestReceived, None, String::new()),
+            ItemKind::Control => (PolicyPoint::CommandInvoked, Some("control".to_string()), String::new()),
+            ItemKind::Command { name, args } => (PolicyPoint::CommandInvoked, Some(name.clone()), args.clone()),
+        };
+        let request = PolicyRequest {
+            point,
+            task_id: (!new_task).then(|| message.task_id.clone()),
+            sender: caller.id().map(String::from),
+            message: message.clone(),
+            command,
+            args,
+        };
+        controls::ask(policy.as_ref(), request).await
     }
 
     /// The request's message, validated and redacted, if this agent takes it now: a
@@ -325,11 +373,25 @@ impl HarnessHandler {
 
     /// Starts the message's update-with-start in a task of its own; it writes the audit
     /// row's outcome (S5) whatever becomes of the caller.
-    fn start_delivery(&self, request_id: &str, caller: &Caller, message: Message, target: Target) -> Pending {
+    fn start_delivery(
+        &self,
+        request_id: &str,
+        caller: &Caller,
+        message: Message,
+        target: Target,
+        kind: ItemKind,
+    ) -> Pending {
         let s = &self.settings;
         let skip_working = s.provider.as_ref().is_some_and(|p| !p.shows_working(&message));
-        let direct = self.replies_directly(&message, target.new_task);
-        let item = InboxItem { request_id: request_id.to_string(), message: message.clone(), skip_working, direct };
+        let direct = kind.is_message() && self.replies_directly(&message, target.new_task);
+        let item = InboxItem {
+            request_id: request_id.to_string(),
+            message: message.clone(),
+            skip_working,
+            direct,
+            kind: kind.clone(),
+            sender: caller.id().map(String::from),
+        };
         let input = TaskInput {
             task_id: target.task_id.clone(),
             context_id: target.context_id,
@@ -354,7 +416,15 @@ impl HarnessHandler {
             store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
             outcome
         });
-        Pending { task_id: target.task_id, message, before: target.before, new_task: target.new_task, direct, delivery }
+        Pending {
+            task_id: target.task_id,
+            message,
+            before: target.before,
+            new_task: target.new_task,
+            direct,
+            kind,
+            delivery,
+        }
     }
 
     /// Whether the provider answers `message` with a direct reply: only a message that opens

@@ -15,6 +15,7 @@
 
 mod access;
 mod admission;
+mod controls;
 mod listing;
 mod push;
 mod send;
@@ -24,6 +25,7 @@ mod temporal;
 
 pub(crate) use access::Caller;
 pub use access::ParticipantResolver;
+pub use controls::{Policy, PolicyDecision, PolicyPoint, PolicyRequest};
 pub use stream::StopAt;
 pub(crate) use temporal::TaskClient;
 
@@ -73,6 +75,10 @@ pub struct HarnessHandler {
     /// Whether Temporal answers (issue 13): while it does not, sends and cancels fail fast
     /// and reads come from the store.
     pub(crate) health: Arc<crate::supervise::Health>,
+    /// The slash commands (S9), frozen with the harness.
+    pub(crate) commands: harness_workflow::commands::CommandRegistry,
+    /// The host's policy points (S9), when it gave a policy.
+    pub(crate) policy: Option<Arc<dyn Policy>>,
 }
 
 pub(crate) fn store_error(e: harness_store::StoreError) -> A2AError {

@@ -26,9 +26,9 @@ impl HarnessHandler {
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
         // S5: nothing is answered before Temporal committed the message's acceptance (the
         // events a workflow task appends before it commits may still be replaced).
-        let (task_id, direct) = (pending.task_id.clone(), pending.direct);
+        let (task_id, direct, stop) = (pending.task_id.clone(), pending.direct, pending.stop_at());
         let accepted = pending.accepted().await?;
-        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, StopAt::Final);
+        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, stop);
         let status = super::stream::final_status(log).await?;
         if direct && let Some(reply) = direct_reply(status.as_ref()) {
             return Ok(SendMessageResponse::Message(reply));
@@ -44,7 +44,7 @@ impl HarnessHandler {
         req: SendMessageRequest,
     ) -> Result<EventStream, A2AError> {
         let pending = self.admit(ctx, req, true).await?;
-        let (new_task, direct) = (pending.new_task, pending.direct);
+        let (new_task, direct, stop) = (pending.new_task, pending.direct, pending.stop_at());
         // S5: the stream starts once Temporal committed the message's acceptance.
         let accepted = pending.accepted().await?;
         if direct {
@@ -56,10 +56,10 @@ impl HarnessHandler {
         }
         if new_task {
             // A new task: its log begins with the Task (seq 1).
-            return Ok(self.log_stream(accepted.task_id, 0, StopAt::Final));
+            return Ok(self.log_stream(accepted.task_id, 0, stop));
         }
         // A continued task: the stream still begins with the Task, the message added.
-        let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, StopAt::Final);
+        let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, stop);
         let task = self.accepted_task(accepted).await?.with_history_length(self.answer_history(None));
         Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
     }

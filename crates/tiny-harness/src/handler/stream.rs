@@ -8,21 +8,47 @@ use futures::StreamExt;
 use std::time::Duration;
 
 /// Where a log stream stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StopAt {
-    /// Terminal or interrupted: a SendMessage stream (S10).
+    /// Terminal or interrupted: a SendMessage stream (S10). A channel echo or a command's
+    /// reply in the unchanged state is neither (S9, S12): another participant's does not end
+    /// this sender's answer.
     Final,
     /// Terminal only: SubscribeToTask stays attached through INPUT_REQUIRED (S10).
     Terminal,
+    /// The event that answers the message with this id (a command's reply, a refused
+    /// control's status), or the task's end: the answer to a command or a control.
+    Reply(String),
 }
 
 impl StopAt {
-    fn reached(self, e: &StreamResponse) -> bool {
+    fn reached(&self, e: &StreamResponse) -> bool {
         match self {
-            Self::Final => e.is_final(),
+            Self::Final => e.is_final() && !is_side_event(e),
             Self::Terminal => e.is_terminal(),
+            Self::Reply(id) => e.is_terminal() || answers(e, id),
         }
     }
+}
+
+/// A status update in the unchanged state beside the turns: a channel echo (S12) or a
+/// command's reply (S9).
+fn is_side_event(e: &StreamResponse) -> bool {
+    let StreamResponse::StatusUpdate(u) = e else { return false };
+    u.metadata
+        .as_ref()
+        .is_some_and(|m| m.contains_key("command") || m.contains_key(&harness_workflow::channel_ext_key()))
+}
+
+/// Whether a status update answers the message `id`: its status message is marked
+/// `in_reply_to` it (a command's reply, a refused control).
+fn answers(e: &StreamResponse, id: &str) -> bool {
+    let StreamResponse::StatusUpdate(u) = e else { return false };
+    let Some(md) = u.status.message.as_ref().and_then(|m| m.metadata.as_ref()) else { return false };
+    [harness_workflow::command_ext_key(), harness_workflow::control_ext_key()]
+        .iter()
+        .filter_map(|k| md.get(k))
+        .any(|mark| mark.get("in_reply_to").and_then(|v| v.as_str()) == Some(id))
 }
 
 impl HarnessHandler {

@@ -105,7 +105,7 @@ impl TaskClient {
             UpdateFailure::Refused(r) => {
                 let kind = match r.kind {
                     RefusalKind::InvalidMessage => ErrorKind::InvalidParams,
-                    RefusalKind::TaskEnded => ErrorKind::UnsupportedOperation,
+                    RefusalKind::TaskEnded | RefusalKind::NotAllowed => ErrorKind::UnsupportedOperation,
                 };
                 return A2AError::new(kind, r.message).with("taskId", task_id);
             }

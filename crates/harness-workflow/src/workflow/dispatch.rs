@@ -1,0 +1,165 @@
+//! What the run loop does beside model turns: echoes a participant's message into the log
+//! (S12, the channel), runs a slash command through `run_command` (S9), and completes the
+//! task on a control (S8). Echoes and commands do not wait for a turn: a running turn lets
+//! them through between its model output (turn::during_turn).
+
+use super::TaskWorkflow;
+use super::emit::{emit, set_status, set_status_with, timestamp};
+use super::turn::Flow;
+use crate::activities::Activities;
+use crate::{AWAITING_NEXT_MESSAGE, CommandContext, InboxItem, ItemKind, channel_ext_key, status_ext_key};
+use a2a_types::{Message, StreamResponse, Struct, TaskState, TaskStatus, TaskStatusUpdateEvent};
+use std::time::Duration;
+use temporalio_sdk::{LocalActivityOptions, WorkflowContext, WorkflowResult};
+
+/// Work that does not wait for a turn.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Side {
+    /// A participant's accepted message, for every subscriber to see (S12).
+    Echo { message: Message, sender: String },
+    /// A registered slash command (S9).
+    Command(Box<InboxItem>),
+}
+
+/// Does the side work waiting, in order.
+pub(super) async fn side_work(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
+    while let Some(work) = ctx.state_mut(|s| s.side.pop_front()) {
+        match work {
+            Side::Echo { message, sender } => echo(ctx, message, sender).await?,
+            Side::Command(item) => command(ctx, *item).await?,
+        }
+    }
+    Ok(())
+}
+
+/// The head's substate metadata with `extra` added: what a status update in the unchanged
+/// state carries.
+fn unchanged_metadata(s: &TaskWorkflow, extra: (String, serde_json::Value)) -> Struct {
+    let mut md = Struct::new();
+    if let Some(sub) = s.head.metadata.as_ref().and_then(|m| m.get(&status_ext_key())) {
+        md.insert(status_ext_key(), sub.clone());
+    }
+    md.insert(extra.0, extra.1);
+    md
+}
+
+/// A status update in the unchanged state carrying `message` (the head stays as it is).
+async fn emit_unchanged(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    message: Message,
+    extra: (String, serde_json::Value),
+) -> WorkflowResult<()> {
+    let ts = timestamp(ctx.workflow_time());
+    let event = ctx.state(|s| {
+        StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: s.head.id.clone(),
+            context_id: s.head.context_id.clone(),
+            status: TaskStatus { state: s.head.status.state, message: Some(message), timestamp: ts },
+            metadata: Some(unchanged_metadata(s, extra)),
+        })
+    });
+    emit(ctx, event, None).await
+}
+
+/// S12: the message as a status update in the unchanged state, naming its sender. A run
+/// recorded before the channel echoed nothing, and replays so.
+async fn echo(ctx: &WorkflowContext<TaskWorkflow>, message: Message, sender: String) -> WorkflowResult<()> {
+    if !ctx.state(|s| s.channel) {
+        return Ok(());
+    }
+    let channel = serde_json::json!({"channel_id": message.task_id, "sender": sender});
+    emit_unchanged(ctx, message, (channel_ext_key(), channel)).await
+}
+
+/// S9: runs the command and replies in the unchanged state with `{"command": <name>}`; a
+/// task that had no turn yet (the command opened it) parks instead of staying SUBMITTED.
+async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> WorkflowResult<()> {
+    let ItemKind::Command { name, args } = item.kind.clone() else { return Ok(()) };
+    let input = ctx.state(|s| s.command_context(&item, name.clone(), args));
+    let reply = ctx
+        .execute_local_activity(
+            Activities::run_command,
+            input,
+            LocalActivityOptions::builder()
+                .start_to_close_timeout(Duration::from_secs(60))
+                .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
+                .build(),
+        )
+        .await;
+    let text = match reply {
+        Ok(r) => r.text,
+        Err(e) => format!("/{name} failed: {}", super::turn::failure_text(&e)),
+    };
+    let mark = serde_json::json!({"name": name, "in_reply_to": item.message.message_id});
+    let message = ctx.state_mut(|s| s.agent_message("command", text, (crate::command_ext_key(), mark)));
+    let tag = ("command".to_string(), serde_json::json!(name));
+    if ctx.state(|s| s.head.status.state == TaskState::Submitted) {
+        let extra = Struct::from_iter([tag]);
+        return set_status_with(ctx, TaskState::InputRequired, Some(message), Some(AWAITING_NEXT_MESSAGE), Some(extra))
+            .await;
+    }
+    emit_unchanged(ctx, message, tag).await
+}
+
+/// S8: completes the task on the control waiting, after echoing what came before it; a
+/// completion that open sub-tasks refuse parks the task instead, saying why.
+pub(super) async fn complete(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<Flow> {
+    let echoes: Vec<Side> = ctx.state_mut(|s| s.side.drain(..).filter(|w| matches!(w, Side::Echo { .. })).collect());
+    for work in echoes {
+        if let Side::Echo { message, sender } = work {
+            echo(ctx, message, sender).await?;
+        }
+    }
+    let Some(control) = ctx.state_mut(|s| s.control.take()) else { return Ok(Flow::Next) };
+    if let Some(why) = ctx.state(|s| s.completion_refused()) {
+        let mark = serde_json::json!({"in_reply_to": control.message.message_id});
+        let message = ctx.state_mut(|s| s.agent_message("control", why, (crate::control_ext_key(), mark)));
+        set_status(ctx, TaskState::InputRequired, Some(message), Some(AWAITING_NEXT_MESSAGE)).await?;
+        return Ok(Flow::Next);
+    }
+    set_status(ctx, TaskState::Completed, None, None).await?;
+    Ok(Flow::End)
+}
+
+impl TaskWorkflow {
+    /// What `run_command` tells a command about its task.
+    fn command_context(&self, item: &InboxItem, name: String, args: String) -> CommandContext {
+        CommandContext {
+            task_id: self.head.id.clone(),
+            context_id: self.head.context_id.clone(),
+            name,
+            args,
+            sender: item.sender.clone(),
+            state: self.head.status.state,
+            substate: self.substate(),
+            turn: self.turn,
+            participants: self.participants(),
+            open_sub_tasks: self.open_sub_tasks(),
+            mailbox_depth: self.mailbox.len() as u32,
+        }
+    }
+
+    /// An agent message of the workflow's own (`<task>:<what>:<n>`), marked with `mark`,
+    /// added to the history.
+    fn agent_message(&mut self, what: &str, text: String, mark: (String, serde_json::Value)) -> Message {
+        let mut message = Message::agent_text(format!("{}:{what}:{}", self.head.id, self.next_key + 1), text);
+        message.task_id = self.head.id.clone();
+        message.context_id = self.head.context_id.clone();
+        message.metadata = Some(Struct::from_iter([mark]));
+        self.pending_history.push(message.clone());
+        message
+    }
+
+    /// Sub-tasks that have not ended (none until delegation exists, issue 19).
+    fn open_sub_tasks(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Why a control may not complete the task now: open sub-tasks (S8).
+    fn completion_refused(&self) -> Option<String> {
+        let open = self.open_sub_tasks();
+        (!open.is_empty()).then(|| {
+            format!("the task cannot complete while its sub-tasks are open ({}): it waits for them", open.join(", "))
+        })
+    }
+}
