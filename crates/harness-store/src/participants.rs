@@ -11,6 +11,16 @@ impl Store {
         transaction!(self, move |conn| { insert_participants(conn, &task_id, participants).await }).await
     }
 
+    /// Replaces a task's participants (a task envelope changed them, S11).
+    pub async fn set_participants(&self, task_id: &str, participants: &[(String, String)]) -> Result<(), StoreError> {
+        let (task_id, participants) = (task_id.to_string(), participants.to_vec());
+        transaction!(self, move |conn| {
+            sqlx::query("DELETE FROM task_participants WHERE task_id = $1").bind(&task_id).execute(&mut *conn).await?;
+            insert_participants(conn, &task_id, participants).await
+        })
+        .await
+    }
+
     /// The role of a participant on a task, `None` when not on it.
     pub async fn participant_role(&self, task_id: &str, participant_id: &str) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT role FROM task_participants WHERE task_id = $1 AND participant_id = $2")

@@ -54,11 +54,20 @@ pub fn command_ext_key() -> String {
     format!("{EXT_NS}/command")
 }
 
-/// Metadata key of the answer to a control (`{"in_reply_to": <messageId>}`), when the
-/// control could not complete the task (S8).
-pub fn control_ext_key() -> String {
-    format!("{EXT_NS}/control")
+/// Metadata key of the workflow's answer to a message that takes no turn (a control that
+/// could not complete the task, a task envelope): `{"in_reply_to": <messageId>}`. The
+/// model never sees such an answer.
+pub fn answer_ext_key() -> String {
+    format!("{EXT_NS}/answer")
+}
+
+/// Metadata key of a recorded event envelope (S11): `{"kind": .., "payload": ..}` on the
+/// message that carried it, and `{"kind": ..}` on the status update that records it.
+pub fn event_ext_key() -> String {
+    format!("{EXT_NS}/event")
 }
 
 /// Substate of a conversation between turns (D5).
 pub const AWAITING_NEXT_MESSAGE: &str = "awaiting-next-message";
+/// Substate of a task in participant mode, waiting for its assignee (S22).
+pub const AWAITING_ASSIGNEE: &str = "awaiting-assignee";

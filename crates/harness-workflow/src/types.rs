@@ -56,6 +56,13 @@ pub struct TaskInput {
     /// existed takes the defaults.
     #[serde(default)]
     pub run_limits: RunLimits,
+    /// Participant mode (S22): the brief named this assignee, not this agent; the task makes
+    /// no model call and waits for the assignee's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<String>,
+    /// The brief's reasoning effort for every turn (S21, a trusted delegator's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
     /// What a run that continued as new hands the next one; `None` for a task's first run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried: Option<Box<Carried>>,
@@ -163,6 +170,15 @@ pub enum ItemKind {
     /// `/<name> <args>` for a registered command (S9): runs through `run_command`, never
     /// reaches the model.
     Command { name: String, args: String },
+    /// A task envelope on an existing task (S11): these fields of the task data change
+    /// (name, description, acceptance criteria; participants from an admin). The message
+    /// is recorded and takes no turn.
+    TaskUpdate { fields: a2a_types::Struct },
+    /// A `status_update` or `artifact_update` envelope (S11): recorded into the history as
+    /// a framed event (the message's text frames it), no turn.
+    Record { event: String },
+    /// A brief alone opened the task (S22): nothing for the model, no history entry.
+    BriefOnly,
 }
 
 impl ItemKind {
@@ -223,6 +239,10 @@ pub struct EmitInput {
     /// event replaces an uncommitted one, the store drops the rows past these counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stored_before: Option<(u32, u32)>,
+    /// The task's participants (id, role) after a task envelope changed them (S11): the
+    /// store's access list follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub participants: Option<Vec<(String, String)>>,
 }
 
 /// The `log` query's answer: where the workflow's committed log ends, for the reconciler
@@ -258,6 +278,9 @@ pub struct ModelTurn {
     pub history: Vec<Message>,
     #[serde(default)]
     pub history_from: u32,
+    /// The task's reasoning effort, when its brief set one (S21).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
 }
 
 /// `call_model`'s result.

@@ -81,6 +81,10 @@ pub struct TaskWorkflow {
     side: VecDeque<dispatch::Side>,
     /// Whether this run echoes messages into the log ([`CHANNEL_ECHO`]).
     channel: bool,
+    /// A brief alone opened the task (S22): it opens with nothing for its model.
+    brief_only: bool,
+    /// The participants after a task envelope changed them, for the next event (S11).
+    changed_participants: Option<Vec<(String, String)>>,
 }
 
 /// How many accepted `messageId`s a run remembers for duplicates (docs/event-log.md).
@@ -124,6 +128,8 @@ impl TaskWorkflow {
             control: None,
             side: VecDeque::new(),
             channel: false,
+            brief_only: false,
+            changed_participants: None,
         };
         for (id, cursor) in carried.accepted {
             wf.remember(id, cursor);
@@ -182,8 +188,12 @@ impl TaskWorkflow {
         if item.message.parts.is_empty() {
             return Err(Refusal::invalid_message("the message has no parts").into_error());
         }
-        if item.kind == ItemKind::Control {
-            self.may_complete(item.sender.as_deref()).map_err(Refusal::into_error)?;
+        match &item.kind {
+            ItemKind::Control => self.may_complete(item.sender.as_deref()).map_err(Refusal::into_error)?,
+            ItemKind::TaskUpdate { fields } => {
+                self.may_update(item.sender.as_deref(), fields).map_err(Refusal::into_error)?
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -270,8 +280,8 @@ impl TaskWorkflow {
 impl TaskWorkflow {
     /// The task's participants (its task data, EXTENSIONS.md).
     fn participants(&self) -> Vec<Participant> {
-        let data = self.head.metadata.as_ref().and_then(|m| m.get(&crate::task_ext_key()));
-        data.and_then(|d| d.get("participants"))
+        self.task_data()
+            .and_then(|d| d.get("participants"))
             .and_then(|p| serde_json::from_value(p.clone()).ok())
             .unwrap_or_default()
     }
@@ -292,6 +302,30 @@ impl TaskWorkflow {
             }
             Some(_) => Ok(()),
         }
+    }
+
+    /// S11, D4: a task envelope needs a known participant; participants change only by an
+    /// admin's.
+    fn may_update(&self, sender: Option<&str>, fields: &a2a_types::Struct) -> Result<(), Refusal> {
+        let task = &self.head.id;
+        let Some(sender) = sender else {
+            return Err(Refusal::invalid_message(format!(
+                "a task envelope needs a known sender: an anonymous caller cannot change task {task}"
+            )));
+        };
+        let participants = self.participants();
+        let Some(me) = participants.iter().find(|p| p.id == sender) else {
+            return Err(Refusal::not_allowed(format!("participant `{sender}` is not on task {task}")));
+        };
+        if fields.contains_key("participants") && me.role != "admin" {
+            return Err(Refusal::invalid_message("admin required to change participants"));
+        }
+        Ok(())
+    }
+
+    /// The task extension's data on the head.
+    fn task_data(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.head.metadata.as_ref()?.get(&crate::task_ext_key())?.as_object()
     }
 
     /// The substate the task's head carries.
@@ -326,16 +360,26 @@ impl TaskWorkflow {
             message.metadata.get_or_insert_with(Default::default).insert(crate::command_ext_key(), mark);
         }
         let id = message.message_id.clone();
+        if item.kind == ItemKind::BriefOnly {
+            // Nothing for the model and nothing to record: the brief is the task (S22).
+            self.brief_only = true;
+            self.remember(id, self.last_seq);
+            return;
+        }
         self.pending_history.push(message.clone());
         let position = self.history_len() - 1;
-        if let Some(sender) = item.sender.clone() {
+        let recorded = matches!(item.kind, ItemKind::Record { .. });
+        if let Some(sender) = item.sender.clone().filter(|_| !recorded) {
             self.side.push_back(dispatch::Side::Echo { message: message.clone(), sender });
         }
         let item = InboxItem { message, ..item };
         match item.kind {
             ItemKind::Message => self.mailbox.push_back((position, item)),
             ItemKind::Control => self.control = Some(item),
-            ItemKind::Command { .. } => self.side.push_back(dispatch::Side::Command(Box::new(item))),
+            ItemKind::BriefOnly => {}
+            ItemKind::Command { .. } | ItemKind::TaskUpdate { .. } | ItemKind::Record { .. } => {
+                self.side.push_back(dispatch::Side::Answer(Box::new(item)))
+            }
         }
         self.remember(id, self.last_seq);
     }

@@ -5,7 +5,7 @@
 
 use crate::config::{CardSection, SkillConfig};
 use a2a_types::{AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, Struct};
-use harness_workflow::AWAITING_NEXT_MESSAGE;
+use harness_workflow::{AWAITING_ASSIGNEE, AWAITING_NEXT_MESSAGE};
 use serde_json::json;
 
 /// Base URI of this project's extensions (EXTENSIONS.md `BASE`).
@@ -47,6 +47,10 @@ fn params(v: serde_json::Value) -> Option<Struct> {
     v.as_object().cloned()
 }
 
+/// The substates this build emits (EXTENSIONS.md, status); `awaiting-subtasks` comes with
+/// delegation.
+pub const SUBSTATES: [&str; 2] = [AWAITING_NEXT_MESSAGE, AWAITING_ASSIGNEE];
+
 /// The five extensions, each `required: false`.
 fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {
     let mut commands: Vec<&CommandInfo> = commands.iter().collect();
@@ -65,7 +69,7 @@ fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {
         ext(
             "status/v1",
             "Substates qualifying an A2A state, in metadata of status updates and tasks.",
-            params(json!({"substates": [AWAITING_NEXT_MESSAGE]})),
+            params(json!({"substates": SUBSTATES})),
         ),
         ext(
             "commands/v1",

@@ -97,6 +97,9 @@ pub struct ServerSection {
     pub header_read_timeout_secs: u64,
     /// A request body that sends nothing for this long is cut off (408-like 400).
     pub body_read_timeout_secs: u64,
+    /// S21: the participant ids besides this agent's own trusted to set a new task's
+    /// `lifecycle`, `model` and `reasoning_effort` in its brief.
+    pub delegators: Vec<String>,
 }
 
 impl Default for ServerSection {
@@ -114,6 +117,7 @@ impl Default for ServerSection {
             max_connections: 1024,
             header_read_timeout_secs: 30,
             body_read_timeout_secs: 30,
+            delegators: Vec::new(),
         }
     }
 }

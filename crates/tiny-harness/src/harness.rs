@@ -326,6 +326,8 @@ impl Harness {
                 run_limits: config.agent.run_limits().unwrap_or_default(),
                 agent_id: config.agent.id.clone(),
                 provider,
+                models: self.inner.models.clone(),
+                delegators: config.server.delegators.clone(),
             },
             extended_card: self.inner.extended_card.clone(),
             pusher,

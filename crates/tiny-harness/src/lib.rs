@@ -17,8 +17,8 @@ pub mod temporal_dev;
 mod worker;
 
 pub use config::{Config, ConfigError, GrpcCompression, TemporalMode};
+pub use handler::{ENVELOPE_SCHEMA, ParticipantResolver, Policy, PolicyDecision, PolicyPoint, PolicyRequest};
 pub use handler::{HarnessHandler, StopAt};
-pub use handler::{ParticipantResolver, Policy, PolicyDecision, PolicyPoint, PolicyRequest};
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunningHarness, running_harness};
 pub use harness_workflow::CommandContext;
 pub use hosting::{MONITOR_PATH, OPENAPI_PATH, RouteOptions, UI_PATH, harness_router};

@@ -8,7 +8,11 @@ use tiny_harness::config::{CardSection, ExtendedCardSection, SkillConfig};
 fn the_default_card_matches_its_snapshot() {
     let card = build(
         &CardSection::default(),
-        &CardInputs { base_url: "http://127.0.0.1:8080", push_notifications: true, commands: &[] },
+        &CardInputs {
+            base_url: "http://127.0.0.1:8080",
+            push_notifications: true,
+            commands: &harness_workflow::commands::CommandRegistry::default().list(),
+        },
     );
     let mut json = serde_json::to_value(&card).unwrap();
     // The version follows the crate's; the snapshot pins everything else.
@@ -39,4 +43,12 @@ fn the_card_section_overrides_the_defaults_and_declares_the_extended_card() {
     assert_eq!(extended.description, "More.");
     assert_eq!(extended.skills.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s", "x"]);
     assert!(build_extended(&CardSection::default(), &card).is_none());
+}
+
+/// Issue 18: the event-envelope schema this project publishes (docs/schemas/) is the one the
+/// harness validates with, and a change to it is reviewed here (`cargo xtask contract`).
+#[test]
+fn the_published_envelope_schema_matches_its_snapshot() {
+    let schema: serde_json::Value = serde_json::from_str(tiny_harness::ENVELOPE_SCHEMA).unwrap();
+    insta::assert_snapshot!(serde_json::to_string_pretty(&schema).unwrap());
 }

@@ -35,6 +35,7 @@ pub(super) async fn run(
     let request = ModelRequest {
         history: for_the_model(conversation(store, provider.history_window(), &input).await?),
         turn: input.turn,
+        reasoning_effort: input.reasoning_effort.clone(),
     };
     let instant = provider.is_instant();
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
@@ -207,10 +208,11 @@ async fn conversation(store: &Store, window: Option<usize>, turn: &ModelTurn) ->
     Ok(history)
 }
 
-/// The conversation as the model reads it: without slash commands and their replies (S9).
+/// The conversation as the model reads it: without slash commands and their replies (S9),
+/// nor the workflow's answers to messages that took no turn.
 fn for_the_model(mut history: Vec<Message>) -> Vec<Message> {
-    let key = crate::command_ext_key();
-    history.retain(|m| !m.metadata.as_ref().is_some_and(|md| md.contains_key(&key)));
+    let keys = [crate::command_ext_key(), crate::answer_ext_key()];
+    history.retain(|m| !m.metadata.as_ref().is_some_and(|md| keys.iter().any(|k| md.contains_key(k))));
     history
 }
 
@@ -283,6 +285,7 @@ mod tests {
             artifact_id: "reply-3".into(),
             history: history.iter().map(|id| Message::agent_text(*id, *id)).collect(),
             history_from,
+            reasoning_effort: None,
         }
     }
 

@@ -13,6 +13,13 @@ pub(super) async fn run(
     pusher: Option<&std::sync::Arc<harness_push::Pusher>>,
     input: EmitInput,
 ) -> Result<i64, ActivityError> {
+    if let Some(participants) = &input.participants {
+        // Before the event: a reader that sees the change may rely on the access list.
+        store
+            .set_participants(&input.task_id, participants)
+            .await
+            .map_err(|e| ActivityError::application(ApplicationFailure::new(e)))?;
+    }
     let event = NewEvent {
         snapshot: input.snapshot,
         history: input.history,

@@ -30,6 +30,8 @@ pub struct ModelRequest {
     pub history: Vec<Message>,
     /// The turn number (1 for the first), stable across retries of the same turn.
     pub turn: u32,
+    /// The task's reasoning effort (its brief's, S21), over the provider's own setting.
+    pub reasoning_effort: Option<String>,
 }
 
 /// A provider failure; its text becomes the failed task's status message.

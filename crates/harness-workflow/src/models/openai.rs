@@ -73,7 +73,7 @@ impl OpenAiModel {
     }
 
     /// The request body for a conversation.
-    fn body(&self, history: &[Message]) -> Value {
+    fn body(&self, history: &[Message], reasoning_effort: Option<&str>) -> Value {
         let s = &self.settings;
         let mut messages = Vec::new();
         if let Some(system) = s.instructions.as_deref().filter(|i| !i.is_empty()) {
@@ -100,7 +100,7 @@ impl OpenAiModel {
         if let Some(n) = s.max_output_tokens {
             body["max_completion_tokens"] = json!(n);
         }
-        if let Some(e) = &s.reasoning_effort {
+        if let Some(e) = reasoning_effort.or(s.reasoning_effort.as_deref()) {
             body["reasoning_effort"] = json!(e);
         }
         body
@@ -314,7 +314,7 @@ impl ModelProvider for OpenAiModel {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
-        let body = Arc::new(self.body(&request.history));
+        let body = Arc::new(self.body(&request.history, request.reasoning_effort.as_deref()));
         let me = Arc::new(self.clone());
         let max = self.settings.max_attempts.max(1);
         let stream = async_stream::stream! {
@@ -436,7 +436,7 @@ mod tests {
         };
         let model = OpenAiModel::new(settings).unwrap();
         let user = Message { role: Role::User, parts: vec![a2a_types::Part::text("hi")], ..Default::default() };
-        let body = model.body(&[user, Message::agent_text("r", "hello")]);
+        let body = model.body(&[user, Message::agent_text("r", "hello")], None);
         assert_eq!(body["messages"][0], json!({"role": "system", "content": "Be brief."}));
         assert_eq!(body["messages"][1], json!({"role": "user", "content": "hi"}));
         assert_eq!(body["messages"][2], json!({"role": "assistant", "content": "hello"}));
@@ -450,10 +450,10 @@ mod tests {
             m.metadata = Some([(crate::channel_ext_key(), channel)].into_iter().collect());
             m
         };
-        let body = model.body(&[from("alice", "hi"), from("bob", "hello")]);
+        let body = model.body(&[from("alice", "hi"), from("bob", "hello")], None);
         assert_eq!(body["messages"][1]["content"], "[alice] hi");
         assert_eq!(body["messages"][2]["content"], "[bob] hello");
-        let body = model.body(&[from("alice", "hi"), from("alice", "again")]);
+        let body = model.body(&[from("alice", "hi"), from("alice", "again")], None);
         assert_eq!(body["messages"][2]["content"], "again", "one speaker: no framing");
     }
 }

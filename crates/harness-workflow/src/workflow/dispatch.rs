@@ -17,8 +17,9 @@ use temporalio_sdk::{LocalActivityOptions, WorkflowContext, WorkflowResult};
 pub(crate) enum Side {
     /// A participant's accepted message, for every subscriber to see (S12).
     Echo { message: Message, sender: String },
-    /// A registered slash command (S9).
-    Command(Box<InboxItem>),
+    /// A message answered without a turn: a registered slash command (S9), a task envelope
+    /// or an event envelope to record (S11).
+    Answer(Box<InboxItem>),
 }
 
 /// Does the side work waiting, in order.
@@ -26,7 +27,12 @@ pub(super) async fn side_work(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowRe
     while let Some(work) = ctx.state_mut(|s| s.side.pop_front()) {
         match work {
             Side::Echo { message, sender } => echo(ctx, message, sender).await?,
-            Side::Command(item) => command(ctx, *item).await?,
+            Side::Answer(item) => match &item.kind {
+                ItemKind::Command { .. } => command(ctx, *item).await?,
+                ItemKind::TaskUpdate { .. } => task_update(ctx, *item).await?,
+                ItemKind::Record { .. } => record(ctx, *item).await?,
+                _ => {}
+            },
         }
     }
     Ok(())
@@ -101,6 +107,63 @@ async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workfl
     emit_unchanged(ctx, message, tag).await
 }
 
+/// S11: applies a task envelope's fields to the task data and answers in the unchanged
+/// state with the new data; changed participants go to the store's access list.
+async fn task_update(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> WorkflowResult<()> {
+    let ItemKind::TaskUpdate { fields } = &item.kind else { return Ok(()) };
+    let changed: Vec<String> = fields.keys().cloned().collect();
+    let data = ctx.state_mut(|s| {
+        let key = crate::task_ext_key();
+        let md = s.head.metadata.get_or_insert_with(Default::default);
+        let data = md.entry(key).or_insert_with(|| serde_json::json!({}));
+        if let Some(data) = data.as_object_mut() {
+            data.extend(fields.clone());
+        }
+        let data = data.clone();
+        if fields.contains_key("participants") {
+            let list = s.participants().into_iter().map(|p| (p.id, p.role)).collect();
+            s.changed_participants = Some(list);
+        }
+        data
+    });
+    let text = format!("updated the task: {}", changed.join(", "));
+    let mark = serde_json::json!({"in_reply_to": item.message.message_id});
+    let message = ctx.state_mut(|s| s.agent_message("update", text, (crate::answer_ext_key(), mark)));
+    let ts = timestamp(ctx.workflow_time());
+    let (event, head) = ctx.state(|s| {
+        let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: s.head.id.clone(),
+            context_id: s.head.context_id.clone(),
+            status: TaskStatus { state: s.head.status.state, message: Some(message), timestamp: ts },
+            metadata: Some(unchanged_metadata(s, (crate::task_ext_key(), data))),
+        });
+        (event, s.head.clone())
+    });
+    emit(ctx, event, Some(head)).await
+}
+
+/// S11: a status or artifact update envelope, framed into the history by admission, as a
+/// status update in the unchanged state that carries it (naming its sender, when known).
+async fn record(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> WorkflowResult<()> {
+    let ItemKind::Record { event } = &item.kind else { return Ok(()) };
+    let mut extra = vec![(crate::event_ext_key(), serde_json::json!({"kind": event}))];
+    if let Some(sender) = &item.sender {
+        extra.push((channel_ext_key(), serde_json::json!({"channel_id": item.message.task_id, "sender": sender})));
+    }
+    let ts = timestamp(ctx.workflow_time());
+    let event = ctx.state(|s| {
+        let mut md = unchanged_metadata(s, extra.remove(0));
+        md.extend(extra);
+        StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: s.head.id.clone(),
+            context_id: s.head.context_id.clone(),
+            status: TaskStatus { state: s.head.status.state, message: Some(item.message.clone()), timestamp: ts },
+            metadata: Some(md),
+        })
+    });
+    emit(ctx, event, None).await
+}
+
 /// S8: completes the task on the control waiting, after echoing what came before it; a
 /// completion that open sub-tasks refuse parks the task instead, saying why.
 pub(super) async fn complete(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<Flow> {
@@ -113,7 +176,7 @@ pub(super) async fn complete(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowRes
     let Some(control) = ctx.state_mut(|s| s.control.take()) else { return Ok(Flow::Next) };
     if let Some(why) = ctx.state(|s| s.completion_refused()) {
         let mark = serde_json::json!({"in_reply_to": control.message.message_id});
-        let message = ctx.state_mut(|s| s.agent_message("control", why, (crate::control_ext_key(), mark)));
+        let message = ctx.state_mut(|s| s.agent_message("control", why, (crate::answer_ext_key(), mark)));
         set_status(ctx, TaskState::InputRequired, Some(message), Some(AWAITING_NEXT_MESSAGE)).await?;
         return Ok(Flow::Next);
     }

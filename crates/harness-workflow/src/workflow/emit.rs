@@ -93,6 +93,7 @@ pub(super) async fn emit(
             history_from: s.stored_history as u32,
             artifacts,
             stored_before,
+            participants: s.changed_participants.take(),
         };
         (input, sent)
     });

@@ -66,7 +66,7 @@ pub(super) async fn open(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
         let idle = ctx.timer(UNOPENED_IDLE);
         let mut idle = std::pin::pin!(idle);
         let opened = temporalio_sdk::workflows::select! {
-            r = ctx.wait_condition(|s| s.has_work()) => r.is_ok(),
+            r = ctx.wait_condition(|s| s.has_work() || s.brief_only) => r.is_ok(),
             _ = &mut idle => false,
         };
         if opened {
@@ -84,7 +84,60 @@ pub(super) async fn open(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
     });
     let head = task.head();
     emit(ctx, StreamResponse::Task(task), Some(head)).await?;
+    after_open(ctx).await?;
     Ok(true)
+}
+
+/// S22: a task in participant mode waits for its assignee, with the goal as its status
+/// text; one a brief alone opened has nothing for its model: a conversation parks, a
+/// one-shot waits for its first message.
+async fn after_open(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
+    if ctx.state(|s| s.input.assignee.is_some()) {
+        return park_for_assignee(ctx).await;
+    }
+    if ctx.state(|s| s.brief_only && s.mailbox.is_empty() && s.input.lifecycle == Lifecycle::Conversation) {
+        set_status(ctx, TaskState::InputRequired, None, Some(AWAITING_NEXT_MESSAGE)).await?;
+    }
+    Ok(())
+}
+
+/// INPUT_REQUIRED / awaiting-assignee, the goal as the status text (S22).
+async fn park_for_assignee(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
+    let message = ctx.state(|s| {
+        let goal = s.task_data().and_then(|d| d.get("goal")).and_then(|g| g.as_str()).unwrap_or_default().to_string();
+        let mut m = Message::agent_text(format!("{}:goal", s.head.id), goal);
+        m.task_id = s.head.id.clone();
+        m.context_id = s.head.context_id.clone();
+        m
+    });
+    set_status(ctx, TaskState::InputRequired, Some(message), Some(crate::AWAITING_ASSIGNEE)).await
+}
+
+/// S22: in participant mode a message takes no model turn: the assignee's completes the
+/// task with its text; anyone else's is recorded and the task goes on waiting.
+async fn participant_turn(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> WorkflowResult<Flow> {
+    let from_assignee = ctx.state(|s| item.sender.is_some() && item.sender == s.input.assignee);
+    ctx.state_mut(|s| s.in_turn = false);
+    if !from_assignee {
+        park_for_assignee(ctx).await?;
+        return Ok(Flow::Next);
+    }
+    let message = ctx.state_mut(|s| {
+        let mut m = Message::agent_text(format!("{}:result", s.head.id), item.message.text());
+        m.task_id = s.head.id.clone();
+        m.context_id = s.head.context_id.clone();
+        // Who produced the result: the assignee, as the channel names it.
+        let channel = crate::channel_ext_key();
+        m.metadata = item.message.metadata.as_ref().and_then(|md| md.get(&channel)).map(|c| {
+            let mut md = a2a_types::Struct::new();
+            md.insert(channel.clone(), c.clone());
+            md
+        });
+        s.pending_history.push(m.clone());
+        m
+    });
+    set_status(ctx, TaskState::Completed, Some(message), None).await?;
+    Ok(Flow::End)
 }
 
 /// Whether this run continues as new now: between turns, with no cancel waiting, once its
@@ -145,6 +198,9 @@ pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
     }) else {
         return Ok(Flow::Next);
     };
+    if ctx.state(|s| s.input.assignee.is_some()) {
+        return participant_turn(ctx, item).await;
+    }
     turn(ctx, position, item).await
 }
 
@@ -306,6 +362,7 @@ impl TaskWorkflow {
             artifact_id: format!("reply-{turn}"),
             history: given.to_vec(),
             history_from: from as u32,
+            reasoning_effort: self.input.reasoning_effort.clone(),
         }
     }
 

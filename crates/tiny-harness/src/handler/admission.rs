@@ -9,7 +9,7 @@ use super::{HarnessHandler, store_error};
 use a2a_server::CallContext;
 use a2a_types::{A2AError, Message, SendMessageRequest, Task, TaskState, validate};
 use harness_store::{InboxOutcome, TaskHead};
-use harness_workflow::{InboxItem, ItemKind, Receipt, TaskInput, terminal_refusal};
+use harness_workflow::{InboxItem, ItemKind, Lifecycle, Receipt, TaskInput, terminal_refusal};
 
 /// A message the workflow accepted.
 pub(super) struct Accepted {
@@ -32,6 +32,9 @@ pub(super) struct Pending {
     pub direct: bool,
     /// What the message is (S8, S9): a command's or a control's answer is its own event.
     kind: ItemKind,
+    /// A brief alone opened a task that waits for its first message (a one-shot): the
+    /// answer is the Task.
+    opened_only: bool,
     /// Update-with-start, then the audit row's outcome: they complete even when the caller
     /// goes away before them.
     delivery: tokio::task::JoinHandle<Result<Receipt, A2AError>>,
@@ -48,20 +51,24 @@ impl Pending {
         receipt: Receipt,
     ) -> Self {
         let delivery = tokio::spawn(async move { Ok(receipt) });
-        Self { task_id, message, before, new_task, direct, kind: ItemKind::Message, delivery }
+        Self { task_id, message, before, new_task, direct, kind: ItemKind::Message, opened_only: false, delivery }
     }
 
     /// This pending message as a `kind` (a retried command or control).
     fn of_kind(self, kind: ItemKind) -> Self {
-        Self { kind, ..self }
+        let opened_only = kind == ItemKind::BriefOnly;
+        Self { kind, opened_only, ..self }
     }
 
     /// Where a SendMessage answering this message stops: at the newest final event, or, for
     /// a command or a control, at the event that answers it (or the task's end).
     pub fn stop_at(&self) -> StopAt {
         match self.kind {
-            ItemKind::Message => StopAt::Final,
-            ItemKind::Command { .. } | ItemKind::Control => StopAt::Reply(self.message.message_id.clone()),
+            _ if self.opened_only => StopAt::Opened,
+            ItemKind::Message | ItemKind::BriefOnly => StopAt::Final,
+            ItemKind::Command { .. } | ItemKind::Control | ItemKind::TaskUpdate { .. } | ItemKind::Record { .. } => {
+                StopAt::Reply(self.message.message_id.clone())
+            }
         }
     }
 
@@ -101,6 +108,8 @@ struct Target {
     /// The stored snapshot read before delivery (a continued task, when asked for).
     before: Option<Task>,
     new_task: bool,
+    /// The brief a new task is built from (S21).
+    brief: Option<super::brief::Brief>,
 }
 
 /// A step either finds the message answered already (a retry) or lets it go on.
@@ -147,9 +156,11 @@ impl HarnessHandler {
         let caller =
             self.caller(ctx, &[req.message.as_ref().and_then(|m| m.metadata.as_ref()), req.metadata.as_ref()]).await?;
         let mut message = self.checked(req, &caller)?;
-        let kind = controls::classify(&message, &self.commands).map_err(|e| refused(&message, e))?;
-        controls::check_control_sender(&kind, &caller).map_err(|e| refused(&message, e))?;
-        let target = if message.task_id.is_empty() {
+        let sent = message.clone();
+        let classified = controls::classify(&mut message, &self.commands).map_err(|e| refused(&sent, e))?;
+        let kind = classified.kind;
+        controls::check_anonymous(&kind, &caller).map_err(|e| refused(&sent, e))?;
+        let mut target = if message.task_id.is_empty() {
             self.new_target(&message)
         } else {
             match self.continued(&caller, &message, want_snapshot).await? {
@@ -157,6 +168,9 @@ impl HarnessHandler {
                 Step::Next(target) => target,
             }
         };
+        if let Some(fields) = classified.brief {
+            target.brief = Some(self.brief(fields, &caller).map_err(|e| refused(&sent, e))?);
+        }
         message.task_id = target.task_id.clone();
         message.context_id = target.context_id.clone();
         stamp_sender(&mut message, &caller);
@@ -183,7 +197,9 @@ impl HarnessHandler {
     ) -> Result<(), A2AError> {
         let Some(policy) = &self.policy else { return Ok(()) };
         let (point, command, args) = match kind {
-            ItemKind::Message => (PolicyPoint::RequestReceived, None, String::new()),
+            ItemKind::Message | ItemKind::BriefOnly | ItemKind::TaskUpdate { .. } | ItemKind::Record { .. } => {
+                (PolicyPoint::RequestReceived, None, String::new())
+            }
             ItemKind::Control => (PolicyPoint::CommandInvoked, Some("control".to_string()), String::new()),
             ItemKind::Command { name, args } => (PolicyPoint::CommandInvoked, Some(name.clone()), args.clone()),
         };
@@ -233,7 +249,7 @@ impl HarnessHandler {
     fn new_target(&self, message: &Message) -> Target {
         let context_id =
             if message.context_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { message.context_id.clone() };
-        Target { task_id: uuid::Uuid::new_v4().to_string(), context_id, before: None, new_task: true }
+        Target { task_id: uuid::Uuid::new_v4().to_string(), context_id, before: None, new_task: true, brief: None }
     }
 
     /// A message to an existing task: it must run on this queue (S19), the caller must be on
@@ -283,7 +299,7 @@ impl HarnessHandler {
             ));
             return Err(refused(message, err));
         }
-        Ok(Step::Next(Target { task_id, context_id: head.context_id, before, new_task: false }))
+        Ok(Step::Next(Target { task_id, context_id: head.context_id, before, new_task: false, brief: None }))
     }
 
     /// A task's head, and with `want_snapshot` its stored snapshot too (one read).
@@ -325,10 +341,16 @@ impl HarnessHandler {
                 .map_err(store_error)?;
             return Ok(Step::Next(target));
         }
-        let mut participants = vec![(self.agent_id().to_string(), Role::Assignee.as_str().to_string())];
-        if let Some(id) = caller.id() {
-            participants.push((id.to_string(), Role::Reporter.as_str().to_string()));
-        }
+        let participants = match &target.brief {
+            Some(brief) => brief.participants.clone(),
+            None => {
+                let mut p = vec![(self.agent_id().to_string(), Role::Assignee.as_str().to_string())];
+                if let Some(id) = caller.id() {
+                    p.push((id.to_string(), Role::Reporter.as_str().to_string()));
+                }
+                p
+            }
+        };
         let opens = format!("{sender}\n{}", message.message_id);
         let Some(prior) = self
             .store
@@ -392,18 +414,33 @@ impl HarnessHandler {
             kind: kind.clone(),
             sender: caller.id().map(String::from),
         };
+        let brief = target.brief.unwrap_or_default();
+        let model = brief.model.clone().unwrap_or_else(|| s.model.clone());
+        let instant_model = match &brief.model {
+            Some(name) => s.models.get(name).is_some_and(|p| p.is_instant()),
+            None => s.instant_model,
+        };
+        let lifecycle = brief.lifecycle.unwrap_or(s.lifecycle);
+        let metadata = if brief.data.is_empty() {
+            default_brief(&message, caller.id(), &s.agent_id)
+        } else {
+            a2a_types::Struct::from_iter([(harness_workflow::task_ext_key(), serde_json::Value::Object(brief.data))])
+        };
+        let opened_only = kind == ItemKind::BriefOnly && lifecycle == Lifecycle::OneShot && brief.assignee.is_none();
         let input = TaskInput {
             task_id: target.task_id.clone(),
             context_id: target.context_id,
             task_queue: self.task_queue().to_string(),
-            lifecycle: s.lifecycle,
-            model: s.model.clone(),
+            lifecycle,
+            model,
             linger_secs: s.linger_secs,
-            instant_model: s.instant_model,
-            metadata: target.new_task.then(|| default_brief(&message, caller.id(), &s.agent_id)),
+            instant_model,
+            metadata: target.new_task.then_some(metadata),
             // The first message travels in the start itself, durable with it (docs/event-log.md).
             first: target.new_task.then(|| item.clone()),
             run_limits: s.run_limits,
+            assignee: brief.assignee,
+            reasoning_effort: brief.reasoning_effort,
             carried: None,
         };
         let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
@@ -423,6 +460,7 @@ impl HarnessHandler {
             new_task: target.new_task,
             direct,
             kind,
+            opened_only,
             delivery,
         }
     }

@@ -7,8 +7,8 @@ use a2a_types::{A2AError, Message};
 use harness_workflow::ItemKind;
 use harness_workflow::commands::CommandRegistry;
 
-/// The media type of an envelope (EXTENSIONS.md).
-pub(crate) use crate::card::EVENT_MEDIA_TYPE;
+use super::envelope::{self, Envelope, invalid_envelope};
+use crate::card::EVENT_MEDIA_TYPE;
 
 /// Where the policy is asked (S9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,77 +63,119 @@ pub trait Policy: Send + Sync + 'static {
     async fn check(&self, request: &PolicyRequest) -> Result<PolicyDecision, String>;
 }
 
-/// An envelope's refusal (EXTENSIONS.md): `invalid event envelope: <why>`.
-fn invalid_envelope(why: impl std::fmt::Display) -> A2AError {
-    A2AError::invalid_params(format!("invalid event envelope: {why}")).with("field", "message.parts")
+/// What admission made of a message.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Classified {
+    pub kind: ItemKind,
+    /// A task envelope on a message that opens a task: the brief (S21), taken out of the
+    /// message.
+    pub brief: Option<serde_json::Map<String, serde_json::Value>>,
 }
+
+impl Classified {
+    fn of(kind: ItemKind) -> Self {
+        Self { kind, brief: None }
+    }
+}
+
+/// Fields a task envelope never changes on an existing task (S11, S21).
+const FIXED_FIELDS: &[&str] = &["goal", "type", "parent_tasks", "sub_tasks", "lifecycle", "model", "reasoning_effort"];
 
 /// What `message` is: a control (one data part `{"kind":"control","action":"complete"}`),
-/// a registered command (its whole text `/<name> <args>`), or an ordinary message. A bad
-/// envelope is refused with why.
-pub(crate) fn classify(message: &Message, commands: &CommandRegistry) -> Result<ItemKind, A2AError> {
-    let envelopes: Vec<&serde_json::Value> = message
-        .parts
-        .iter()
-        .filter_map(|p| {
-            let data = p.data.as_ref()?;
-            let control = data.get("kind").and_then(|k| k.as_str()) == Some("control");
-            (p.media_type == EVENT_MEDIA_TYPE || (p.media_type.is_empty() && control)).then_some(data)
+/// a task envelope (a brief on a new task, an update on an existing one), an event envelope
+/// to record, a registered command (its whole text `/<name> <args>`), or an ordinary
+/// message. A bad envelope is refused with why. A brief is taken out of the message; an
+/// event envelope's part becomes the text that frames it.
+pub(crate) fn classify(message: &mut Message, commands: &CommandRegistry) -> Result<Classified, A2AError> {
+    let envelopes: Vec<usize> = (0..message.parts.len())
+        .filter(|&i| {
+            let p = &message.parts[i];
+            let control = p.data.as_ref().and_then(|d| d.get("kind")).and_then(|k| k.as_str()) == Some("control");
+            p.data.is_some() && (p.media_type == EVENT_MEDIA_TYPE || (p.media_type.is_empty() && control))
         })
         .collect();
-    match envelopes.as_slice() {
-        [] => {}
-        [envelope] => return envelope_kind(envelope, message.parts.len()),
+    let at = match envelopes.as_slice() {
+        [] => return Ok(Classified::of(plain_kind(message, commands))),
+        [at] => *at,
         _ => return Err(invalid_envelope("a message carries at most one envelope")),
+    };
+    let data = message.parts[at].data.clone().unwrap_or_default();
+    match envelope::parse(&data)? {
+        Envelope::Control if message.parts.len() != 1 => {
+            Err(invalid_envelope("a control must be the message's only part"))
+        }
+        Envelope::Control => Ok(Classified::of(ItemKind::Control)),
+        Envelope::Task(fields) if message.task_id.is_empty() => {
+            message.parts.remove(at);
+            let kind = if message.parts.is_empty() { ItemKind::BriefOnly } else { plain_kind(message, commands) };
+            Ok(Classified { kind, brief: Some(fields) })
+        }
+        Envelope::Task(fields) => {
+            let fixed: Vec<&str> = FIXED_FIELDS.iter().copied().filter(|f| fields.contains_key(*f)).collect();
+            if !fixed.is_empty() {
+                return Err(A2AError::invalid_params(format!("task envelope cannot change {}", fixed.join(", ")))
+                    .with("field", "message.parts"));
+            }
+            if fields.is_empty() {
+                return Err(invalid_envelope("a task envelope on an existing task needs a field to change"));
+            }
+            Ok(Classified::of(ItemKind::TaskUpdate { fields }))
+        }
+        Envelope::Update { kind, payload } => {
+            message.parts[at] = a2a_types::Part::text(framed(&kind, &payload));
+            let mark = serde_json::json!({"kind": kind, "payload": payload});
+            message.metadata.get_or_insert_with(Default::default).insert(harness_workflow::event_ext_key(), mark);
+            Ok(Classified::of(ItemKind::Record { event: kind }))
+        }
     }
+}
+
+/// A message without an envelope: a registered command or an ordinary message.
+fn plain_kind(message: &Message, commands: &CommandRegistry) -> ItemKind {
     let text_only = message.parts.len() == 1 && message.parts[0].text.is_some();
-    if text_only && let Some((name, args)) = commands.parse(&message.text()) {
-        return Ok(ItemKind::Command { name, args });
-    }
-    Ok(ItemKind::Message)
-}
-
-/// The kind of a message's one envelope.
-fn envelope_kind(envelope: &serde_json::Value, parts: usize) -> Result<ItemKind, A2AError> {
-    let Some(fields) = envelope.as_object() else { return Err(invalid_envelope("an envelope is a JSON object")) };
-    let kind = fields.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    match kind {
-        "control" => {
-            if let Some(key) = fields.keys().find(|k| !["kind", "action"].contains(&k.as_str())) {
-                return Err(invalid_envelope(format!("unknown key `{key}` in a control")));
-            }
-            match fields.get("action").and_then(|a| a.as_str()) {
-                Some("complete") => {}
-                Some(other) => {
-                    return Err(invalid_envelope(format!("unknown control action `{other}` (expected `complete`)")));
-                }
-                None => return Err(invalid_envelope("a control needs `action` (`complete`)")),
-            }
-            if parts != 1 {
-                return Err(invalid_envelope("a control must be the message's only part"));
-            }
-            Ok(ItemKind::Control)
-        }
-        "task" | "status_update" | "artifact_update" => {
-            Err(invalid_envelope(format!("`{kind}` envelopes are not taken by this build yet (only `control` is)")))
-        }
-        "" => {
-            Err(invalid_envelope("an envelope needs `kind` (`task`, `status_update`, `artifact_update` or `control`)"))
-        }
-        other => Err(invalid_envelope(format!("unknown kind `{other}`"))),
+    match commands.parse(&message.text()).filter(|_| text_only) {
+        Some((name, args)) => ItemKind::Command { name, args },
+        None => ItemKind::Message,
     }
 }
 
-/// D4: an anonymous caller can never send a control.
-pub(crate) fn check_control_sender(kind: &ItemKind, caller: &Caller) -> Result<(), A2AError> {
-    if *kind == ItemKind::Control && *caller == Caller::Anonymous {
-        return Err(A2AError::invalid_params(
-            "invalid params: a control needs a known sender: name the participant (X-Participant-Id or \
-             metadata.participant_id); an anonymous caller cannot complete a task",
-        )
-        .with("field", "message.parts"));
+/// How a recorded event reads in the history (and to the model): `[<kind>] task <id>: ...`.
+fn framed(kind: &str, payload: &serde_json::Value) -> String {
+    let task = payload["taskId"].as_str().unwrap_or("?");
+    if kind == "status_update" {
+        let state = payload["status"]["state"].as_str().unwrap_or("?");
+        let text: String = payload["status"]["message"]["parts"]
+            .as_array()
+            .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""))
+            .unwrap_or_default();
+        let text = if text.is_empty() { String::new() } else { format!(": {text}") };
+        return format!("[status_update] task {task}: {state}{text}");
     }
-    Ok(())
+    let artifact = &payload["artifact"];
+    let name = artifact["name"].as_str().filter(|n| !n.is_empty()).or(artifact["artifactId"].as_str()).unwrap_or("?");
+    let text: String = artifact["parts"]
+        .as_array()
+        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""))
+        .unwrap_or_default();
+    let text = if text.is_empty() { String::new() } else { format!(": {text}") };
+    format!("[artifact_update] task {task}: artifact {name}{text}")
+}
+
+/// D4: an anonymous caller can never send a control or change a task.
+pub(crate) fn check_anonymous(kind: &ItemKind, caller: &Caller) -> Result<(), A2AError> {
+    let what = match kind {
+        ItemKind::Control => "a control needs a known sender",
+        ItemKind::TaskUpdate { .. } => "a task envelope on an existing task needs a known sender",
+        _ => return Ok(()),
+    };
+    if *caller != Caller::Anonymous {
+        return Ok(());
+    }
+    Err(A2AError::invalid_params(format!(
+        "invalid params: {what}: name the participant (X-Participant-Id or metadata.participant_id); an anonymous \
+         caller cannot complete or change a task"
+    ))
+    .with("field", "message.parts"))
 }
 
 /// Asks the policy about a message at its point; a refusal or a failure is the request's
@@ -160,47 +202,67 @@ mod tests {
         Message { message_id: "m".into(), role: a2a_types::Role::User, parts, ..Default::default() }
     }
 
+    fn on_task(parts: Vec<Part>) -> Message {
+        Message { task_id: "t".into(), ..message(parts) }
+    }
+
     fn control() -> Part {
         Part::data(json!({"kind": "control", "action": "complete"}), EVENT_MEDIA_TYPE)
     }
 
+    fn kind(mut m: Message) -> ItemKind {
+        classify(&mut m, &CommandRegistry::default()).unwrap().kind
+    }
+
+    fn why(mut m: Message) -> String {
+        classify(&mut m, &CommandRegistry::default()).unwrap_err().message
+    }
+
     #[test]
     fn a_control_is_one_data_part_with_or_without_the_envelope_media_type() {
-        let r = CommandRegistry::default();
-        assert_eq!(classify(&message(vec![control()]), &r).unwrap(), ItemKind::Control);
+        assert_eq!(kind(on_task(vec![control()])), ItemKind::Control);
         let bare = Part::data(json!({"kind": "control", "action": "complete"}), "");
-        assert_eq!(classify(&message(vec![bare]), &r).unwrap(), ItemKind::Control);
+        assert_eq!(kind(on_task(vec![bare])), ItemKind::Control);
         let other_data = Part::data(json!({"kind": "control"}), "application/json");
-        assert_eq!(classify(&message(vec![other_data]), &r).unwrap(), ItemKind::Message, "not an envelope");
+        assert_eq!(kind(on_task(vec![other_data])), ItemKind::Message, "not an envelope");
+        assert!(
+            why(on_task(vec![control(), Part::text("and this")])).contains("a control must be the message's only part")
+        );
+        assert!(why(on_task(vec![control(), control()])).contains("at most one envelope"));
     }
 
     #[test]
-    fn a_bad_envelope_is_refused_saying_why() {
-        let r = CommandRegistry::default();
-        let why = |parts: Vec<Part>| classify(&message(parts), &r).unwrap_err().message;
-        assert!(why(vec![control(), Part::text("and this")]).contains("a control must be the message's only part"));
-        assert!(why(vec![control(), control()]).contains("at most one envelope"));
-        let unknown_key = Part::data(json!({"kind": "control", "action": "complete", "x": 1}), EVENT_MEDIA_TYPE);
-        assert!(why(vec![unknown_key]).contains("unknown key `x`"));
-        let action = Part::data(json!({"kind": "control", "action": "pause"}), EVENT_MEDIA_TYPE);
-        assert!(why(vec![action]).contains("unknown control action `pause`"));
-        let kind = Part::data(json!({"kind": "poke"}), EVENT_MEDIA_TYPE);
-        assert!(why(vec![kind]).contains("unknown kind `poke`"));
-        assert!(why(vec![kind_less()]).starts_with("invalid event envelope: "));
+    fn a_task_envelope_is_a_brief_on_a_new_task_and_an_update_on_an_existing_one() {
+        let brief = || Part::data(json!({"kind": "task", "payload": {"name": "n", "goal": "g"}}), EVENT_MEDIA_TYPE);
+        let mut m = message(vec![brief(), Part::text("go")]);
+        let c = classify(&mut m, &CommandRegistry::default()).unwrap();
+        assert_eq!((c.kind, m.parts.len()), (ItemKind::Message, 1), "the brief is taken out of the message");
+        assert_eq!(c.brief.unwrap()["goal"], "g");
+        assert_eq!(kind(message(vec![brief()])), ItemKind::BriefOnly);
+        assert_eq!(why(on_task(vec![brief()])), "task envelope cannot change goal");
+        let rename = Part::data(json!({"kind": "task", "payload": {"name": "renamed"}}), EVENT_MEDIA_TYPE);
+        assert!(matches!(kind(on_task(vec![rename])), ItemKind::TaskUpdate { .. }));
+        let fixed = Part::data(json!({"kind": "task", "payload": {"model": "m", "name": "x"}}), EVENT_MEDIA_TYPE);
+        assert_eq!(why(on_task(vec![fixed])), "task envelope cannot change model");
     }
 
-    fn kind_less() -> Part {
-        Part::data(json!({"payload": {}}), EVENT_MEDIA_TYPE)
+    #[test]
+    fn an_event_envelope_is_recorded_framed_with_its_payload_kept() {
+        let update = json!({"kind": "status_update", "payload": {"taskId": "sub-1",
+            "status": {"state": "TASK_STATE_COMPLETED", "message": {"parts": [{"text": "done"}]}}}});
+        let mut m = on_task(vec![Part::data(update.clone(), EVENT_MEDIA_TYPE)]);
+        let c = classify(&mut m, &CommandRegistry::default()).unwrap();
+        assert_eq!(c.kind, ItemKind::Record { event: "status_update".into() });
+        assert_eq!(m.text(), "[status_update] task sub-1: TASK_STATE_COMPLETED: done");
+        assert_eq!(m.metadata.unwrap()[&harness_workflow::event_ext_key()]["payload"], update["payload"]);
     }
 
     #[test]
     fn a_command_is_a_whole_text_naming_a_registered_one() {
-        let r = CommandRegistry::default();
-        let kind = |text: &str| classify(&message(vec![Part::text(text)]), &r).unwrap();
-        assert_eq!(kind("/status"), ItemKind::Command { name: "status".into(), args: String::new() });
-        assert_eq!(kind("/nope"), ItemKind::Message);
-        assert_eq!(kind("hello /help"), ItemKind::Message);
-        let two = message(vec![Part::text("/help"), Part::text("more")]);
-        assert_eq!(classify(&two, &r).unwrap(), ItemKind::Message);
+        let text = |t: &str| kind(on_task(vec![Part::text(t)]));
+        assert_eq!(text("/status"), ItemKind::Command { name: "status".into(), args: String::new() });
+        assert_eq!(text("/nope"), ItemKind::Message);
+        assert_eq!(text("hello /help"), ItemKind::Message);
+        assert_eq!(kind(on_task(vec![Part::text("/help"), Part::text("more")])), ItemKind::Message);
     }
 }

@@ -15,7 +15,9 @@
 
 mod access;
 mod admission;
+mod brief;
 mod controls;
+mod envelope;
 mod listing;
 mod push;
 mod send;
@@ -26,6 +28,8 @@ mod temporal;
 pub(crate) use access::Caller;
 pub use access::ParticipantResolver;
 pub use controls::{Policy, PolicyDecision, PolicyPoint, PolicyRequest};
+pub use envelope::ENVELOPE_SCHEMA;
+
 pub use stream::StopAt;
 pub(crate) use temporal::TaskClient;
 
@@ -57,6 +61,10 @@ pub(crate) struct TaskSettings {
     pub agent_id: String,
     /// The provider of `model`, when this process knows it (it says what its turns need).
     pub provider: Option<Arc<dyn harness_workflow::models::ModelProvider>>,
+    /// Every configured model, by name: a trusted brief may pick one (S21).
+    pub models: harness_workflow::models::ModelRegistry,
+    /// `server.delegators` (S21).
+    pub delegators: Vec<String>,
 }
 
 /// The harness's [`RequestHandler`].

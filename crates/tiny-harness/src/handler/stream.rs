@@ -19,6 +19,9 @@ pub enum StopAt {
     /// The event that answers the message with this id (a command's reply, a refused
     /// control's status), or the task's end: the answer to a command or a control.
     Reply(String),
+    /// The Task (or a final event): the answer to a brief that opened a task waiting for its
+    /// first message (S22).
+    Opened,
 }
 
 impl StopAt {
@@ -27,6 +30,7 @@ impl StopAt {
             Self::Final => e.is_final() && !is_side_event(e),
             Self::Terminal => e.is_terminal(),
             Self::Reply(id) => e.is_terminal() || answers(e, id),
+            Self::Opened => matches!(e, StreamResponse::Task(_)) || (e.is_final() && !is_side_event(e)),
         }
     }
 }
@@ -35,17 +39,22 @@ impl StopAt {
 /// command's reply (S9).
 fn is_side_event(e: &StreamResponse) -> bool {
     let StreamResponse::StatusUpdate(u) = e else { return false };
-    u.metadata
-        .as_ref()
-        .is_some_and(|m| m.contains_key("command") || m.contains_key(&harness_workflow::channel_ext_key()))
+    let keys = ["command".to_string(), harness_workflow::channel_ext_key(), harness_workflow::event_ext_key()];
+    u.metadata.as_ref().is_some_and(|m| keys.iter().any(|k| m.contains_key(k)))
 }
 
 /// Whether a status update answers the message `id`: its status message is marked
-/// `in_reply_to` it (a command's reply, a refused control).
+/// `in_reply_to` it (a command's reply, a refused control, a task envelope's update), or it
+/// records that message itself (an event envelope, S11).
 fn answers(e: &StreamResponse, id: &str) -> bool {
     let StreamResponse::StatusUpdate(u) = e else { return false };
-    let Some(md) = u.status.message.as_ref().and_then(|m| m.metadata.as_ref()) else { return false };
-    [harness_workflow::command_ext_key(), harness_workflow::control_ext_key()]
+    let Some(message) = u.status.message.as_ref() else { return false };
+    let records = u.metadata.as_ref().is_some_and(|m| m.contains_key(&harness_workflow::event_ext_key()));
+    if records && message.message_id == id {
+        return true;
+    }
+    let Some(md) = message.metadata.as_ref() else { return false };
+    [harness_workflow::command_ext_key(), harness_workflow::answer_ext_key()]
         .iter()
         .filter_map(|k| md.get(k))
         .any(|mark| mark.get("in_reply_to").and_then(|v| v.as_str()) == Some(id))
