@@ -570,3 +570,127 @@ async fn every_documented_rest_route_reaches_its_operation_bare_and_under_a_tena
     assert!(body.contains("no such operation: GET /no/such/route"), "{body}");
     harness.stop().await;
 }
+
+/// Issue 18 item 3: the host's policy, recording the points it is asked at. Refuses
+/// `forbidden` text at `request.received`, `/shout secrets` and bob's control at
+/// `command.invoked`, and fails on `boom`.
+#[derive(Default)]
+struct Guard {
+    asked: std::sync::Mutex<Vec<(String, Option<String>)>>,
+}
+
+#[async_trait::async_trait]
+impl tiny_harness::Policy for Guard {
+    async fn check(&self, r: &tiny_harness::PolicyRequest) -> Result<tiny_harness::PolicyDecision, String> {
+        use tiny_harness::{PolicyDecision, PolicyPoint};
+        self.asked.lock().unwrap().push((r.point.as_str().to_string(), r.command.clone()));
+        let refuse =
+            |code: &str, message: &str| Ok(PolicyDecision::Refuse { code: code.into(), message: message.into() });
+        let text = r.message.text();
+        match (r.point, r.command.as_deref()) {
+            _ if text.contains("boom") => Err("the policy service is down".into()),
+            (PolicyPoint::RequestReceived, _) if text.contains("forbidden") => {
+                refuse("content.blocked", "no such words")
+            }
+            (PolicyPoint::CommandInvoked, Some("shout")) if r.args == "secrets" => refuse("command.denied", "not that"),
+            (PolicyPoint::CommandInvoked, Some("control")) if r.sender.as_deref() == Some("bob") => {
+                refuse("control.denied", "bob may not end tasks")
+            }
+            _ => Ok(PolicyDecision::Allow),
+        }
+    }
+}
+
+async fn shout(ctx: tiny_harness::CommandContext, args: String) -> Result<String, String> {
+    Ok(format!("{} (turn {}, from {})", args.to_uppercase(), ctx.turn, ctx.sender.unwrap_or_default()))
+}
+
+async fn fail(_ctx: tiny_harness::CommandContext, _args: String) -> Result<String, String> {
+    Err("the backend said no".into())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn host_commands_run_with_the_task_context_and_the_policy_refuses_or_fails_requests_leaving_tasks_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let guard = Arc::new(Guard::default());
+    let harness = Harness::builder(config(dir.path()))
+        .command("shout", "Repeats its arguments loudly.", "/shout <text>", shout)
+        .command("fail", "Always fails.", "/fail", fail)
+        .policy(guard.clone())
+        .build()
+        .unwrap();
+    let names: Vec<String> = harness.card().capabilities.extensions[3].params.as_ref().unwrap()["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["fail", "help", "shout", "status"], "the frozen registry, sorted, on the card");
+    assert!(
+        Harness::builder(config(dir.path())).command("help", "", "", shout).build().is_err(),
+        "a built-in's name is refused"
+    );
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let alice = Some(("x-participant-id", "alice"));
+    let send = |who, message: Value| {
+        let base = base.clone();
+        async move { rpc_as(&base, who, "SendMessage", json!({"message": message})).await }
+    };
+    let opened = send(alice, user_text("hello")).await;
+    let id = opened["result"]["task"]["id"].as_str().unwrap().to_string();
+    let on_task = |text: &str| {
+        let mut m = user_text(text);
+        m["taskId"] = json!(id);
+        m
+    };
+
+    let shouted = send(alice, on_task("/shout hello there")).await;
+    let status = &shouted["result"]["task"]["status"];
+    assert_eq!(status["message"]["parts"][0]["text"], "HELLO THERE (turn 1, from alice)", "{shouted}");
+    assert_eq!(status["state"], "TASK_STATE_INPUT_REQUIRED", "the unchanged state");
+    let failed = send(alice, on_task("/fail")).await;
+    let text = failed["result"]["task"]["status"]["message"]["parts"][0]["text"].clone();
+    assert_eq!(text, "/fail failed: the backend said no", "{failed}");
+
+    let store = harness.store().await.unwrap();
+    let before = rpc_as(&base, alice, "GetTask", json!({"id": id})).await["result"].clone();
+    let log_before = store.events_after(&id, 0, 1000).await.unwrap().len();
+    for (message, who, code, text) in [
+        (on_task("a forbidden word"), alice, -32602, "content.blocked: no such words"),
+        (on_task("/shout secrets"), alice, -32602, "command.denied: not that"),
+        (on_task("boom"), alice, -32603, "the policy failed at request.received: the policy service is down"),
+    ] {
+        let refused = send(who, message.clone()).await;
+        assert_eq!(refused["error"]["code"], code, "{refused}");
+        assert_eq!(refused["error"]["message"], text, "{refused}");
+        let rows = store.inbox_of_message(message["messageId"].as_str().unwrap()).await.unwrap();
+        assert_eq!(rows[0].outcome, format!("refused: {text}"), "the audit row records the refusal");
+    }
+    store.add_participants(&id, &[("bob".into(), "reporter".into())]).await.unwrap();
+    let mut control = on_task("");
+    control["parts"] = json!([{"data": {"kind": "control", "action": "complete"}}]);
+    let bob = Some(("x-participant-id", "bob"));
+    let refused = send(bob, control.clone()).await;
+    assert_eq!(refused["error"]["message"], "control.denied: bob may not end tasks", "{refused}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(rpc_as(&base, alice, "GetTask", json!({"id": id})).await["result"], before, "the task is unchanged");
+    assert_eq!(store.events_after(&id, 0, 1000).await.unwrap().len(), log_before, "and so is its log");
+
+    // Commands and controls are asked at command.invoked only; messages at request.received.
+    let asked = guard.asked.lock().unwrap().clone();
+    let at = |point: &str, command: Option<&str>| (point.to_string(), command.map(String::from));
+    assert_eq!(
+        asked,
+        [
+            at("request.received", None),
+            at("command.invoked", Some("shout")),
+            at("command.invoked", Some("fail")),
+            at("request.received", None),
+            at("command.invoked", Some("shout")),
+            at("request.received", None),
+            at("command.invoked", Some("control")),
+        ]
+    );
+    harness.stop().await;
+}

@@ -146,4 +146,60 @@ async fn record_task_workflow_histories() {
     let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
     c.rpc("CancelTask", json!({"id": id})).await;
     save(&h, &id, "openai-retried-with-usage").await;
+    drop(h);
+
+    // Issue 18: a shared conversation opened by a brief: echoes, a command, a task envelope
+    // from its admin, a recorded event envelope, a command and a control cutting a turn.
+    let script = "[[reply]]\nwhen = \"slowly\"\nchunks = [\"a \", \"b \", \"c \", \"d\"]\ndelay_ms = 400\n\
+                  [[reply]]\nchunks = [\"fine\"]\n";
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), linger_secs: 0, ..Default::default() })
+        .await;
+    let c = h.client();
+    let people = json!([{"id": "ada", "kind": "human", "role": "admin"}]);
+    let envelope = |data: serde_json::Value| json!({"data": data, "mediaType": EVENT});
+    let brief =
+        envelope(json!({"kind": "task", "payload": {"name": "shared", "goal": "talk", "participants": people}}));
+    let r = c.send(as_alice(json!([brief, {"text": "hello"}]), None), json!({})).await;
+    let id = r["result"]["task"]["id"].as_str().expect("a task").to_string();
+    c.send(as_alice(json!([{"text": "/status"}]), Some(&id)), json!({})).await;
+    let rename = envelope(json!({"kind": "task", "payload": {"name": "renamed"}}));
+    let mut by_ada = as_alice(json!([rename]), Some(&id));
+    by_ada["metadata"] = json!({"participant_id": "ada"});
+    c.send(by_ada, json!({})).await;
+    let update =
+        json!({"kind": "status_update", "payload": {"taskId": "remote", "status": {"state": "TASK_STATE_WORKING"}}});
+    c.send(as_alice(json!([envelope(update)]), Some(&id)), json!({})).await;
+    let mut s = c
+        .open_stream("/message:stream", None, json!({"message": as_alice(json!([{"text": "slowly"}]), Some(&id))}))
+        .await;
+    while contract_tests::kind(&s.next().await.unwrap()) != "artifactUpdate" {}
+    c.send(as_alice(json!([{"text": "/help"}]), Some(&id)), json!({})).await;
+    let control = envelope(json!({"kind": "control", "action": "complete"}));
+    let done = c.send(as_alice(json!([control]), Some(&id)), json!({})).await;
+    assert_eq!(done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    save(&h, &id, "shared-conversation-controls").await;
+
+    // Issue 18: participant mode: a brief alone names another assignee, whose message ends it.
+    let people = json!([{"id": "bob", "kind": "agent", "role": "assignee"}]);
+    let brief = envelope(json!({"kind": "task", "payload": {"name": "fix", "goal": "fix it", "participants": people}}));
+    let r = c.send(as_alice(json!([brief]), None), json!({})).await;
+    let id = r["result"]["task"]["id"].as_str().expect("a task").to_string();
+    c.send(as_alice(json!([{"text": "any news?"}]), Some(&id)), json!({})).await;
+    let mut by_bob = as_alice(json!([{"text": "fixed"}]), Some(&id));
+    by_bob["metadata"] = json!({"participant_id": "bob"});
+    c.send(by_bob, json!({})).await;
+    save(&h, &id, "participant-mode").await;
+}
+
+const EVENT: &str = "application/vnd.tiny-harness.event+json";
+
+/// A message from alice (named in its metadata) with these parts, to `task` when given.
+fn as_alice(parts: serde_json::Value, task: Option<&str>) -> serde_json::Value {
+    let mut m = user_text("");
+    m["parts"] = parts;
+    m["metadata"] = json!({"participant_id": "alice"});
+    if let Some(task) = task {
+        m["taskId"] = json!(task);
+    }
+    m
 }
