@@ -598,6 +598,61 @@ def test_status_updates_are_pushed_to_a_config_given_at_send_time_with_its_token
         server.shutdown()
 
 
+EVENT = "application/vnd.tiny-harness.event+json"
+NS = "io.github.madarauchiha-314.tiny-harness"
+
+
+def envelope(data):
+    part = Part(media_type=EVENT)
+    part.data.struct_value.update(data)
+    return part
+
+
+def from_participant(msg, who):
+    msg.metadata.update({"participant_id": who})
+    return msg
+
+
+def test_a_brief_a_command_and_a_control_travel_as_data_parts_and_metadata(binding):
+    """Issue 18: the official client's ordinary API (data parts, metadata) drives a brief
+    (S21), a slash command (S9) and the control envelope (S8)."""
+
+    async def go():
+        c = await client(binding)
+        brief = envelope({"kind": "task", "payload": {"name": "py brief", "goal": "ask and wait"}})
+        opening = message("tck-input-required")
+        opening.parts.insert(0, brief)
+        task = await send(c, from_participant(opening, "py-alice"))
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        data = MessageToDict(task.metadata)[f"{NS}/task"]
+        assert (data["name"], data["goal"]) == ("py brief", "ask and wait")
+        assert {"id": "py-alice", "kind": "human", "role": "reporter"} in data["participants"]
+        assert [p.text for p in task.history[0].parts] == ["hello"], "the brief left the message"
+
+        status = await send(c, from_participant(message("cmd", "/status", task.id, task.context_id), "py-alice"))
+        assert status.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, "the unchanged state"
+        assert "state: TASK_STATE_INPUT_REQUIRED" in status_text(status)
+        assert "py-alice (reporter)" in status_text(status)
+
+        control = Message(
+            message_id=f"ctl-{uuid.uuid4()}",
+            role=Role.ROLE_USER,
+            parts=[envelope({"kind": "control", "action": "complete"})],
+            task_id=task.id,
+            context_id=task.context_id,
+        )
+        anonymous = Message()
+        anonymous.CopyFrom(control)
+        anonymous.message_id = f"anon-{uuid.uuid4()}"
+        with pytest.raises(InvalidParamsError):
+            await send(c, anonymous)
+        done = await send(c, from_participant(control, "py-alice"))
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        await c.close()
+
+    run(go())
+
+
 def test_raw_bytes_in_a_user_message_are_accepted(binding):
     async def go():
         c = await client(binding)
