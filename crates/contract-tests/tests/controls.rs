@@ -208,10 +208,11 @@ async fn a_control_cuts_a_running_scripted_turn_and_the_stream_ends_completed() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_control_cuts_a_running_openai_turn() {
+async fn a_control_cuts_a_running_openai_turn_and_a_trusted_brief_sets_the_reasoning_effort() {
     let mock = contract_tests::openai_mock::MockOpenAi::start().await;
     let h = HarnessProcess::start(HarnessOptions {
         agent_extra: "model = \"gpt\"\n".into(),
+        server_extra: "delegators = [\"planner\"]".into(),
         extra_config: format!(
             "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-model\"\nkeyless = true\n",
             mock.base_url
@@ -236,6 +237,18 @@ async fn a_control_cuts_a_running_openai_turn() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let chunks = log(&h, &id).await.iter().filter(|e| kind(e) == "artifactUpdate").count();
     assert!(chunks < 100, "the endpoint's 600 chunks ran on: {chunks}");
+
+    // S21: a trusted delegator's brief sets the reasoning effort of its task's requests.
+    let effort = brief(json!({"name": "think", "goal": "hard", "reasoning_effort": "high"}));
+    let opening = from(Some("planner"), None, json!([{"data": effort, "mediaType": EVENT}, {"text": "think hard"}]));
+    sent_task(&c, Binding::JsonRpc, opening).await;
+    let asked = mock.seen().into_iter().rev().find(|r| r.body.to_string().contains("think hard")).expect("a request");
+    assert_eq!(asked.body["reasoning_effort"], "high", "{}", asked.body);
+    assert!(
+        mock.seen()
+            .iter()
+            .all(|r| r.body.to_string().contains("think hard") || r.body.get("reasoning_effort").is_none())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
