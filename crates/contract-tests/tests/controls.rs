@@ -192,6 +192,11 @@ async fn a_control_cuts_a_running_scripted_turn_and_the_stream_ends_completed() 
                 break;
             }
         }
+        // A control the validator refuses interrupts nothing: the turn streams on.
+        let refused = send(&c, b, control(None, &id)).await.unwrap_err();
+        assert!(refused.message.contains("a control needs a known sender"), "{refused:?}");
+        let next = stream.next().await.expect("the turn goes on");
+        assert_eq!(kind(&next), "artifactUpdate", "{next}");
         let started = std::time::Instant::now();
         let done = sent_task(&c, b, control(Some("alice"), &id)).await;
         assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{b:?}: {done}");
@@ -431,8 +436,9 @@ async fn slash_commands_reply_in_the_unchanged_state_and_never_reach_the_model()
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn every_participant_s_message_is_echoed_to_every_subscriber_on_both_bindings() {
-    let h = HarnessProcess::start(HarnessOptions::default()).await;
+async fn every_participant_s_message_is_echoed_redacted_to_every_subscriber_on_both_bindings() {
+    let h =
+        HarnessProcess::start(HarnessOptions { secrets: vec!["hunter2-secret".into()], ..Default::default() }).await;
     let c = h.client();
     for b in BOTH {
         let id = shared_task(&c, b).await;
@@ -441,9 +447,9 @@ async fn every_participant_s_message_is_echoed_to_every_subscriber_on_both_bindi
             Binding::JsonRpc => c.open_stream("", Some("SubscribeToTask"), json!({"id": id})).await,
         };
         assert_eq!(watch.status, 200);
-        let sent = text(Some("ada"), Some(&id), "ada here");
+        let sent = text(Some("ada"), Some(&id), "ada here hunter2-secret");
         let answer = sent_task(&c, b, sent.clone()).await;
-        assert_eq!(status_text(&answer), "echo: ada here", "the sender's answer is the reply, not its echo");
+        assert_eq!(status_text(&answer), "echo: ada here [REDACTED]", "the sender's answer is the reply, not its echo");
         let mut echoed = None;
         loop {
             let e = watch.next().await.expect("the subscription goes on");
@@ -451,7 +457,7 @@ async fn every_participant_s_message_is_echoed_to_every_subscriber_on_both_bindi
             if md["sender"] == "ada" {
                 echoed = Some(e.clone());
             }
-            if status_text(&e["statusUpdate"]) == "echo: ada here" {
+            if status_text(&e["statusUpdate"]) == "echo: ada here [REDACTED]" {
                 break;
             }
         }
@@ -460,7 +466,7 @@ async fn every_participant_s_message_is_echoed_to_every_subscriber_on_both_bindi
         assert_eq!(update["metadata"][format!("{NS}/channel")], json!({"channel_id": id, "sender": "ada"}));
         assert_eq!(update["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "the unchanged state");
         assert_eq!(update["status"]["message"]["messageId"], sent["messageId"]);
-        assert_eq!(update["status"]["message"]["parts"][0]["text"], "ada here");
+        assert_eq!(update["status"]["message"]["parts"][0]["text"], "ada here [REDACTED]", "redacted");
     }
 }
 
@@ -503,6 +509,14 @@ async fn task_envelopes_change_the_task_data_and_an_admin_the_participants() {
         assert_eq!(last["parts"][0]["text"], "[status_update] task remote-7: TASK_STATE_COMPLETED: all done");
         let rows = h.store().await.inbox_of_message(recorded["messageId"].as_str().unwrap()).await.unwrap();
         assert_eq!(rows.len(), 1, "{rows:?}");
+        let artifact = json!({"kind": "artifact_update", "payload": {"taskId": "remote-7",
+            "artifact": {"artifactId": "a1", "name": "report", "parts": [{"text": "the report"}]}}});
+        let recorded = envelope(Some("bob"), Some(&id), artifact);
+        sent_task(&c, b, recorded.clone()).await;
+        let task = get(&h, "alice", &id).await["result"].clone();
+        let last = task["history"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["parts"][0]["text"], "[artifact_update] task remote-7: artifact report: the report");
+        assert_eq!(last["metadata"][format!("{NS}/event")]["kind"], "artifact_update");
     }
 }
 

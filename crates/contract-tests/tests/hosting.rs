@@ -667,6 +667,12 @@ async fn host_commands_run_with_the_task_context_and_the_policy_refuses_or_fails
         let rows = store.inbox_of_message(message["messageId"].as_str().unwrap()).await.unwrap();
         assert_eq!(rows[0].outcome, format!("refused: {text}"), "the audit row records the refusal");
     }
+    // The same refusal on the HTTP+JSON binding.
+    let rest = A2AClient::new(&base)
+        .rest(Method::POST, "/message:send", Some(json!({"message": on_task("forbidden again")}).to_string()))
+        .await;
+    assert_eq!(rest.status, 400, "{:?}", rest.body);
+    assert_eq!(rest.body["error"]["message"], "content.blocked: no such words", "{:?}", rest.body);
     store.add_participants(&id, &[("bob".into(), "reporter".into())]).await.unwrap();
     let mut control = on_task("");
     control["parts"] = json!([{"data": {"kind": "control", "action": "complete"}}]);
@@ -688,6 +694,7 @@ async fn host_commands_run_with_the_task_context_and_the_policy_refuses_or_fails
             at("command.invoked", Some("fail")),
             at("request.received", None),
             at("command.invoked", Some("shout")),
+            at("request.received", None),
             at("request.received", None),
             at("command.invoked", Some("control")),
         ]

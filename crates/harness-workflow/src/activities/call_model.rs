@@ -316,4 +316,24 @@ mod tests {
         let old = conversation(&store, None, &turn(&["x0", "x1"], 0)).await.unwrap();
         assert_eq!(ids(&old), ["x0", "x1"]);
     }
+
+    /// S9: the model reads neither a command, nor its reply, nor the workflow's answer to a
+    /// message that took no turn; everything else it reads in order.
+    #[test]
+    fn the_model_never_reads_a_command_or_an_answer() {
+        let marked = |id: &str, key: String| {
+            let mut m = Message::agent_text(id, id);
+            m.metadata = Some(a2a_types::Struct::from_iter([(key, serde_json::json!({"name": "status"}))]));
+            m
+        };
+        let history = vec![
+            Message::agent_text("hello", "hello"),
+            marked("/status", crate::command_ext_key()),
+            marked("status reply", crate::command_ext_key()),
+            marked("updated the task", crate::answer_ext_key()),
+            marked("[status_update] framed", crate::event_ext_key()),
+            Message::agent_text("next", "next"),
+        ];
+        assert_eq!(ids(&for_the_model(history)), ["hello", "[status_update] framed", "next"]);
+    }
 }
