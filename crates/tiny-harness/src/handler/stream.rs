@@ -35,11 +35,16 @@ impl StopAt {
     }
 }
 
-/// A status update in the unchanged state beside the turns: a channel echo (S12) or a
-/// command's reply (S9).
+/// A status update in the unchanged state beside the turns: a channel echo (S12), a
+/// command's reply (S9), a recorded event or a task envelope's answer (S11).
 fn is_side_event(e: &StreamResponse) -> bool {
     let StreamResponse::StatusUpdate(u) = e else { return false };
-    let keys = ["command".to_string(), harness_workflow::channel_ext_key(), harness_workflow::event_ext_key()];
+    let keys = [
+        "command".to_string(),
+        harness_workflow::channel_ext_key(),
+        harness_workflow::event_ext_key(),
+        harness_workflow::task_ext_key(),
+    ];
     u.metadata.as_ref().is_some_and(|m| keys.iter().any(|k| m.contains_key(k)))
 }
 
@@ -164,5 +169,53 @@ pub(super) fn status_of(event: StreamResponse) -> Option<a2a_types::TaskStatus> 
         StreamResponse::StatusUpdate(u) => Some(u.status),
         StreamResponse::Task(t) => Some(t.status),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2a_types::{Message, TaskState, TaskStatus, TaskStatusUpdateEvent};
+
+    fn update(state: TaskState, message: Option<Message>, key: Option<String>) -> StreamResponse {
+        StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            status: TaskStatus { state, message, timestamp: None },
+            metadata: key.map(|k| a2a_types::Struct::from_iter([(k, serde_json::json!({}))])),
+            ..Default::default()
+        })
+    }
+
+    fn reply_to(id: &str, key: String) -> Message {
+        let mut m = Message::agent_text("r", "reply");
+        m.metadata = Some(a2a_types::Struct::from_iter([(key, serde_json::json!({"in_reply_to": id}))]));
+        m
+    }
+
+    /// Issue 18: another participant's echo, command reply, recorded event or task update in a
+    /// parked task ends no one's SendMessage; each ends the answer to its own message.
+    #[test]
+    fn side_events_end_only_the_answer_to_their_own_message() {
+        let parked = TaskState::InputRequired;
+        let side = [
+            update(parked, Some(Message::agent_text("m1", "hi")), Some(harness_workflow::channel_ext_key())),
+            update(parked, Some(reply_to("m2", harness_workflow::command_ext_key())), Some("command".into())),
+            update(parked, Some(Message::agent_text("m3", "framed")), Some(harness_workflow::event_ext_key())),
+            update(
+                parked,
+                Some(reply_to("m4", harness_workflow::answer_ext_key())),
+                Some(harness_workflow::task_ext_key()),
+            ),
+        ];
+        for (e, own) in side.iter().zip(["m1", "m2", "m3", "m4"]) {
+            assert!(!StopAt::Final.reached(e), "{e:?}");
+            assert!(!StopAt::Reply("other".into()).reached(e), "{e:?}");
+            if own != "m1" {
+                assert!(StopAt::Reply(own.into()).reached(e), "{e:?} answers {own}");
+            }
+        }
+        let turn_end = update(parked, Some(Message::agent_text("t:reply:1", "echo: hi")), None);
+        assert!(StopAt::Final.reached(&turn_end));
+        assert!(!StopAt::Reply("m2".into()).reached(&turn_end), "a turn's end answers no command");
+        assert!(StopAt::Reply("m2".into()).reached(&update(TaskState::Completed, None, None)), "the task's end does");
     }
 }
