@@ -622,3 +622,29 @@ async fn the_card_lists_the_commands_sorted_and_exactly_the_substates_this_build
         commands["params"]["commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["help", "status"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_openai_model_tells_the_participants_of_a_shared_task_apart() {
+    let mock = contract_tests::openai_mock::MockOpenAi::start().await;
+    let h = HarnessProcess::start(HarnessOptions {
+        agent_extra: "model = \"gpt\"\n".into(),
+        extra_config: format!(
+            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-model\"\nkeyless = true\n",
+            mock.base_url
+        ),
+        ..Default::default()
+    })
+    .await;
+    let c = h.client();
+    let id = shared_task(&c, Binding::JsonRpc).await;
+    sent_task(&c, Binding::Rest, text(Some("ada"), Some(&id), "ada joins")).await;
+    let last = mock.seen().last().expect("two requests").body.clone();
+    let users: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(users, ["[alice] hello all", "[ada] ada joins"], "{last}");
+}
