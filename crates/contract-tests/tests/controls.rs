@@ -648,3 +648,84 @@ async fn an_openai_model_tells_the_participants_of_a_shared_task_apart() {
         .collect();
     assert_eq!(users, ["[alice] hello all", "[ada] ada joins"], "{last}");
 }
+
+/// Durability (S5, S8, S9): the harness is SIGKILLed mid-turn while the workflow task that
+/// takes a control is still running (each emit waits a second); the client retries the
+/// control with its messageId after the restart. The command acknowledged before is
+/// answered, the turn is cut, the task completes, each message is stored once and the log
+/// has no gap.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_control_in_flight_when_the_harness_is_sigkilled_takes_effect_once_after_the_restart() {
+    let mut h = HarnessProcess::start(HarnessOptions {
+        script: Some(SLOW.into()),
+        env: vec![("TINY_HARNESS_FAULT_EMIT_DELAY_MS".into(), "1000".into())],
+        ..Default::default()
+    })
+    .await;
+    let c = h.client();
+    let task = sent_task(&c, Binding::JsonRpc, text(Some("alice"), None, "hi")).await;
+    let id = task["id"].as_str().unwrap().to_string();
+    let immediately = json!({"returnImmediately": true});
+    c.send(text(Some("alice"), Some(&id), "slowly"), immediately.clone()).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !log(&h, &id).await.iter().any(|e| kind(e) == "artifactUpdate") {
+        assert!(std::time::Instant::now() < deadline, "the slow turn never streamed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = text(Some("alice"), Some(&id), "/status");
+    let ack = c.send(status.clone(), immediately.clone()).await;
+    assert!(ack["result"]["task"].is_object(), "acknowledged: {ack}");
+
+    // The control's workflow task appends its echo, then waits; the harness dies meanwhile.
+    let ctl = control(Some("alice"), &id);
+    let before = log(&h, &id).await.len();
+    let lost = tokio::spawn({
+        let (c, ctl) = (c.clone(), ctl.clone());
+        async move { c.send(ctl, json!({})).await }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !log(&h, &id)
+        .await
+        .iter()
+        .skip(before)
+        .any(|e| e["statusUpdate"]["status"]["message"]["messageId"] == ctl["messageId"])
+    {
+        assert!(std::time::Instant::now() < deadline, "the control was never taken");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.kill9();
+    let _ = lost.await;
+    h.restart().await;
+
+    // The client retries the same control until it is answered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let answer = loop {
+        let answer = c.send(ctl.clone(), json!({})).await;
+        let done = answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED";
+        let ended = answer["error"]["message"].as_str().is_some_and(|m| m.contains("(TASK_STATE_COMPLETED)"));
+        if done || ended {
+            break answer;
+        }
+        assert!(std::time::Instant::now() < deadline, "the control never took effect: {answer}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let task = get(&h, "alice", &id).await["result"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
+    let history = task["history"].as_array().unwrap();
+    for m in [&status, &ctl] {
+        let stored = history.iter().filter(|s| s["messageId"] == m["messageId"]).count();
+        assert_eq!(stored, 1, "stored once: {m}");
+    }
+    let events = h.store().await.events_after(&id, 0, 10_000).await.unwrap();
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap");
+    let events: Vec<Value> = events.into_iter().map(|e| serde_json::to_value(e.event).unwrap()).collect();
+    let replied = events.iter().any(|e| {
+        let answered = &e["statusUpdate"]["status"]["message"]["metadata"][format!("{NS}/command")]["in_reply_to"];
+        *answered == status["messageId"]
+    });
+    assert!(replied, "the command was answered: {events:?}");
+    assert_eq!(events.last().and_then(state), Some("TASK_STATE_COMPLETED"));
+    let chunks = events.iter().filter(|e| kind(e) == "artifactUpdate").count();
+    assert!(chunks < 8, "the turn was cut: {chunks} chunks");
+}

@@ -609,6 +609,11 @@ async fn fail(_ctx: tiny_harness::CommandContext, _args: String) -> Result<Strin
     Err("the backend said no".into())
 }
 
+async fn stall(_ctx: tiny_harness::CommandContext, _args: String) -> Result<String, String> {
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    Ok("too late".into())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn host_commands_run_with_the_task_context_and_the_policy_refuses_or_fails_requests_leaving_tasks_unchanged() {
     let dir = tempfile::tempdir().unwrap();
@@ -616,6 +621,7 @@ async fn host_commands_run_with_the_task_context_and_the_policy_refuses_or_fails
     let harness = Harness::builder(config(dir.path()))
         .command("shout", "Repeats its arguments loudly.", "/shout <text>", shout)
         .command("fail", "Always fails.", "/fail", fail)
+        .command("stall", "Takes 12 s.", "/stall", stall)
         .policy(guard.clone())
         .build()
         .unwrap();
@@ -625,7 +631,7 @@ async fn host_commands_run_with_the_task_context_and_the_policy_refuses_or_fails
         .iter()
         .map(|c| c["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(names, ["fail", "help", "shout", "status"], "the frozen registry, sorted, on the card");
+    assert_eq!(names, ["fail", "help", "shout", "stall", "status"], "the frozen registry, sorted, on the card");
     assert!(
         Harness::builder(config(dir.path())).command("help", "", "", shout).build().is_err(),
         "a built-in's name is refused"
@@ -699,5 +705,19 @@ async fn host_commands_run_with_the_task_context_and_the_policy_refuses_or_fails
             at("command.invoked", Some("control")),
         ]
     );
+
+    // A slow command is acknowledged at once, and a control does not wait for it.
+    let started = std::time::Instant::now();
+    let stalled = rpc_as(
+        &base,
+        alice,
+        "SendMessage",
+        json!({"message": on_task("/stall"), "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    assert!(stalled["result"]["task"].is_object(), "{stalled}");
+    let done = send(alice, control).await;
+    assert_eq!(done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the control waited: {:?}", started.elapsed());
     harness.stop().await;
 }

@@ -56,7 +56,7 @@ pub(super) async fn run(
                     let _ = ctx.record_heartbeat(out.index).await;
                 }
                 if ended(store, &input.task_id).await {
-                    return Err(ActivityError::cancelled());
+                    return Err(task_ended());
                 }
                 continue;
             }
@@ -98,6 +98,17 @@ pub(super) async fn run(
 /// How often a running turn looks whether its task ended, and heartbeats every so many.
 const WATCH: std::time::Duration = std::time::Duration::from_millis(250);
 const HEARTBEAT_EVERY: u32 = 20;
+
+/// How a turn stops when its task ended under it (a cancel, a control): a failure that is
+/// not retried, not a cancellation. Temporal refuses an activity's "cancelled" before the
+/// workflow's cancel request reached it, and the workflow task that carries that request may
+/// still be completing (its terminal status is stored by a local activity inside it). The
+/// workflow moved on already and ignores the result.
+fn task_ended() -> ActivityError {
+    ActivityError::application(ApplicationFailure::non_retryable(
+        "the task ended while its turn ran (a cancel or a control)".to_string(),
+    ))
+}
 
 /// Whether the task ended (a cancel's terminal status is in the store).
 async fn ended(store: &Store, task_id: &str) -> bool {
@@ -261,7 +272,7 @@ async fn append_event(
     match store.append(&new).await {
         Ok(_) => Ok(()),
         // The task ended under us (cancel, control): stop streaming.
-        Err(StoreError::Closed(_)) => Err(ActivityError::cancelled()),
+        Err(StoreError::Closed(_)) => Err(task_ended()),
         Err(e) => Err(ActivityError::application(ApplicationFailure::new(e))),
     }
 }

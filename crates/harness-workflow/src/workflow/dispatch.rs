@@ -10,7 +10,7 @@ use crate::activities::Activities;
 use crate::{AWAITING_NEXT_MESSAGE, CommandContext, InboxItem, ItemKind, channel_ext_key, status_ext_key};
 use a2a_types::{Message, StreamResponse, Struct, TaskState, TaskStatus, TaskStatusUpdateEvent};
 use std::time::Duration;
-use temporalio_sdk::{LocalActivityOptions, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{ActivityOptions, CancellableFuture, WorkflowContext, WorkflowResult};
 
 /// Work that does not wait for a turn.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,16 +82,27 @@ async fn echo(ctx: &WorkflowContext<TaskWorkflow>, message: Message, sender: Str
 async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> WorkflowResult<()> {
     let ItemKind::Command { name, args } = item.kind.clone() else { return Ok(()) };
     let input = ctx.state(|s| s.command_context(&item, name.clone(), args));
-    let reply = ctx
-        .execute_local_activity(
-            Activities::run_command,
-            input,
-            LocalActivityOptions::builder()
-                .start_to_close_timeout(Duration::from_secs(60))
-                .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
-                .build(),
-        )
-        .await;
+    // A regular activity, not a local one: the message's acceptance (which Temporal sends
+    // when the workflow task that took it completes) must not wait for a host's handler.
+    let call = ctx.execute_activity(
+        Activities::run_command,
+        input,
+        ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
+            .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
+            .build(),
+    );
+    let mut call = std::pin::pin!(call);
+    // A cancel or a control does not wait for a command (S6, S8): the command is dropped
+    // unanswered, and the task ends.
+    let reply = temporalio_sdk::workflows::select! {
+        r = &mut call => Some(r),
+        _ = ctx.wait_condition(|s| s.cancel.is_some() || s.control.is_some()) => None,
+    };
+    let Some(reply) = reply else {
+        call.cancel();
+        let _ = call.await;
+        return Ok(());
+    };
     let text = match reply {
         Ok(r) => r.text,
         Err(e) => format!("/{name} failed: {}", super::turn::failure_text(&e)),
