@@ -434,3 +434,42 @@ async fn each_refusal_of_the_inbox_validator_crosses_temporal_typed() {
     let ended = refusal_of(item("after-cancel", json!([{"text": "too late"}]))).await;
     assert_eq!(ended, Refusal::task_ended(a2a_types::TaskState::Canceled));
 }
+
+/// Issue 15's open problem, fixed: two messages to one conversation, the second queued
+/// behind the first's slow turn, are both answered at the newest final status (S5), and
+/// each answer carries its own reply, on both bindings.
+#[tokio::test(flavor = "multi_thread")]
+async fn queued_messages_of_one_conversation_are_each_answered_with_their_own_reply() {
+    let script = "[[reply]]\nwhen = \"alpha\"\nchunks = [\"reply to alpha\"]\ndelay_ms = 1500\n\n\
+                  [[reply]]\nwhen = \"beta\"\nchunks = [\"reply to beta\"]\n\n[[reply]]\nchunks = [\"hi\"]\n";
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), ..Default::default() }).await;
+    let c = h.client();
+    let opened = c.send(user_text("hello"), json!({})).await;
+    let id = opened["result"]["task"]["id"].as_str().unwrap().to_string();
+    for rest in [false, true] {
+        let on_task = |text: &str| {
+            let mut m = user_text(text);
+            m["taskId"] = json!(id);
+            m
+        };
+        let send = |m: Value| {
+            let c = c.clone();
+            async move {
+                if rest {
+                    let body = json!({"message": m}).to_string();
+                    c.rest(reqwest::Method::POST, "/message:send", Some(body)).await.body
+                } else {
+                    c.send(m, json!({})).await["result"].clone()
+                }
+            }
+        };
+        let alpha = tokio::spawn(send(on_task("alpha")));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let beta = tokio::spawn(send(on_task("beta")));
+        let (alpha, beta) = (alpha.await.unwrap(), beta.await.unwrap());
+        let reply = |a: &Value| a["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string();
+        assert_eq!(reply(&alpha), "reply to alpha", "rest={rest}: {alpha}");
+        assert_eq!(reply(&beta), "reply to beta", "rest={rest}: {beta}");
+        assert_eq!(alpha["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    }
+}

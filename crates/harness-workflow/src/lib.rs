@@ -61,6 +61,11 @@ pub fn answer_ext_key() -> String {
     format!("{EXT_NS}/answer")
 }
 
+/// Metadata key of a turn's reply: `{"in_reply_to": <messageId>}`, the message it answers.
+pub fn reply_ext_key() -> String {
+    format!("{EXT_NS}/reply")
+}
+
 /// Metadata key of a recorded event envelope (S11): `{"kind": .., "payload": ..}` on the
 /// message that carried it, and `{"kind": ..}` on the status update that records it.
 pub fn event_ext_key() -> String {

@@ -230,7 +230,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         Ok(reply) => {
             let size = serde_json::to_vec(&reply).map_or(0, |v| v.len() as u64);
             ctx.state_mut(|s| s.run_bytes += size + CALL_BYTES);
-            end_turn(ctx, turn, artifact_id, reply, item.direct).await
+            end_turn(ctx, turn, artifact_id, reply, &item).await
         }
         Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.cancel.is_some()) => {
             set_status(ctx, TaskState::Canceled, None, None).await?;
@@ -306,10 +306,12 @@ async fn end_turn(
     turn: u32,
     artifact_id: String,
     reply: ModelReply,
-    direct: bool,
+    item: &InboxItem,
 ) -> WorkflowResult<Flow> {
+    let direct = item.direct;
     let finish = reply.finish.as_ref().map(|f| f.state);
-    let reply_message = ctx.state_mut(|s| s.take_reply(turn, artifact_id, reply));
+    let answers = item.message.message_id.as_str();
+    let reply_message = ctx.state_mut(|s| s.take_reply(turn, artifact_id, reply, answers));
     match finish {
         // The provider decided how the turn ends (the conformance profile).
         Some(TaskState::InputRequired) => {
@@ -368,10 +370,16 @@ impl TaskWorkflow {
 
     /// Adds a reply's artifacts and its message to the task; returns the status message
     /// the turn ends with (the provider's finishing text, else the reply's).
-    fn take_reply(&mut self, turn: u32, artifact_id: String, reply: ModelReply) -> Option<Message> {
+    fn take_reply(&mut self, turn: u32, artifact_id: String, reply: ModelReply, answers: &str) -> Option<Message> {
         let status_text = reply.finish.as_ref().and_then(|f| f.message.clone()).unwrap_or(reply.text.clone());
-        let mut reply_message = (!status_text.is_empty())
-            .then(|| Message::agent_text(format!("{}:reply:{turn}", self.head.id), status_text));
+        let mut reply_message = (!status_text.is_empty()).then(|| {
+            let mut m = Message::agent_text(format!("{}:reply:{turn}", self.head.id), status_text);
+            // Which message this reply answers: a SendMessage answered at a later turn's final
+            // status still carries its own reply (S5).
+            let mark = serde_json::json!({ "in_reply_to": answers });
+            m.metadata = Some(a2a_types::Struct::from_iter([(crate::reply_ext_key(), mark)]));
+            m
+        });
         if let Some(used) = reply.usage {
             // The turn's usage on its reply, the task's sum on the task.
             let key = crate::usage_ext_key();

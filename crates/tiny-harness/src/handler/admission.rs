@@ -60,6 +60,11 @@ impl Pending {
         Self { kind, opened_only, ..self }
     }
 
+    /// The client's id of the message.
+    pub fn message_id(&self) -> &str {
+        &self.message.message_id
+    }
+
     /// Where a SendMessage answering this message stops: at the newest final event, or, for
     /// a command or a control, at the event that answers it (or the task's end).
     pub fn stop_at(&self) -> StopAt {

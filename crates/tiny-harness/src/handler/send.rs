@@ -27,9 +27,13 @@ impl HarnessHandler {
         // S5: nothing is answered before Temporal committed the message's acceptance (the
         // events a workflow task appends before it commits may still be replaced).
         let (task_id, direct, stop) = (pending.task_id.clone(), pending.direct, pending.stop_at());
+        let message_id = pending.message_id().to_string();
         let accepted = pending.accepted().await?;
-        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, stop);
-        let status = super::stream::final_status(log).await?;
+        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, stop.clone());
+        let mut status = super::stream::final_status(log).await?;
+        if stop == StopAt::Final {
+            status = self.with_own_reply(&task_id, &message_id, status).await?;
+        }
         if direct && let Some(reply) = direct_reply(status.as_ref()) {
             return Ok(SendMessageResponse::Message(reply));
         }
@@ -62,6 +66,36 @@ impl HarnessHandler {
         let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, stop);
         let task = self.accepted_task(accepted).await?.with_history_length(self.answer_history(None));
         Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
+    }
+
+    /// The final status a message's answer carries, with the message's own reply: when
+    /// messages were queued, the newest final status (S5) is a later turn's, and its
+    /// message answers that turn's message; this message's reply is in the history, marked
+    /// `in_reply_to` it. (A turn that failed leaves no reply in the history: then the status
+    /// stays as it is.)
+    async fn with_own_reply(
+        &self,
+        task_id: &str,
+        message_id: &str,
+        status: Option<TaskStatus>,
+    ) -> Result<Option<TaskStatus>, A2AError> {
+        let Some(mut status) = status else { return Ok(None) };
+        let key = harness_workflow::reply_ext_key();
+        let answered = |m: &Message| {
+            let mark = m.metadata.as_ref().and_then(|md| md.get(&key));
+            mark.and_then(|r| r.get("in_reply_to")).and_then(|v| v.as_str()).map(String::from)
+        };
+        match status.message.as_ref().and_then(answered) {
+            Some(id) if id != message_id => {}
+            _ => return Ok(Some(status)),
+        }
+        let row = self.answer_row(task_id, None).await?;
+        let own =
+            row.and_then(|r| r.task.history.into_iter().rev().find(|m| answered(m).as_deref() == Some(message_id)));
+        if let Some(own) = own {
+            status.message = Some(own);
+        }
+        Ok(Some(status))
     }
 
     /// The task right after a message was accepted: the receipt's snapshot when the message
