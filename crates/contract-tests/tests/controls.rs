@@ -138,6 +138,30 @@ async fn shared_task(c: &A2AClient, b: Binding) -> String {
     task["id"].as_str().unwrap().to_string()
 }
 
+/// Streams `words` from alice to task `id` and returns the stream once the turn's first
+/// chunk arrived (the model is mid-reply).
+async fn streaming(c: &A2AClient, id: &str, words: &str) -> contract_tests::SseEvents {
+    let mut stream =
+        c.open_stream("/message:stream", None, json!({"message": text(Some("alice"), Some(id), words)})).await;
+    while kind(&stream.next().await.expect("the stream goes on")) != "artifactUpdate" {}
+    stream
+}
+
+/// A harness whose model is the openai provider against `mock`, with `server` lines in
+/// its `[server]` section.
+async fn openai_harness(mock: &contract_tests::openai_mock::MockOpenAi, server: &str) -> HarnessProcess {
+    HarnessProcess::start(HarnessOptions {
+        agent_extra: "model = \"gpt\"\n".into(),
+        server_extra: server.into(),
+        extra_config: format!(
+            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-model\"\nkeyless = true\n",
+            mock.base_url
+        ),
+        ..Default::default()
+    })
+    .await
+}
+
 fn status_text(task: &Value) -> String {
     task["status"]["message"]["parts"][0]["text"].as_str().unwrap_or_default().to_string()
 }
@@ -184,14 +208,7 @@ async fn a_control_cuts_a_running_scripted_turn_and_the_stream_ends_completed() 
         let task = sent_task(&c, b, text(Some("alice"), None, "hi")).await;
         let id = task["id"].as_str().unwrap().to_string();
         // A slow turn streams; the sender's stream shows it working.
-        let mut stream =
-            c.open_stream("/message:stream", None, json!({"message": text(Some("alice"), Some(&id), "slowly")})).await;
-        loop {
-            let e = stream.next().await.expect("the stream goes on");
-            if kind(&e) == "artifactUpdate" {
-                break;
-            }
-        }
+        let mut stream = streaming(&c, &id, "slowly").await;
         // A control the validator refuses interrupts nothing: the turn streams on.
         let refused = send(&c, b, control(None, &id)).await.unwrap_err();
         assert!(refused.message.contains("a control needs a known sender"), "{refused:?}");
@@ -215,26 +232,11 @@ async fn a_control_cuts_a_running_scripted_turn_and_the_stream_ends_completed() 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_control_cuts_a_running_openai_turn_and_a_trusted_brief_sets_the_reasoning_effort() {
     let mock = contract_tests::openai_mock::MockOpenAi::start().await;
-    let h = HarnessProcess::start(HarnessOptions {
-        agent_extra: "model = \"gpt\"\n".into(),
-        server_extra: "delegators = [\"planner\"]".into(),
-        extra_config: format!(
-            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-model\"\nkeyless = true\n",
-            mock.base_url
-        ),
-        ..Default::default()
-    })
-    .await;
+    let h = openai_harness(&mock, "delegators = [\"planner\"]").await;
     let c = h.client();
     let task = sent_task(&c, Binding::JsonRpc, text(Some("alice"), None, "slow")).await;
     let id = task["id"].as_str().unwrap().to_string();
-    let mut stream =
-        c.open_stream("/message:stream", None, json!({"message": text(Some("alice"), Some(&id), "forever")})).await;
-    loop {
-        if kind(&stream.next().await.unwrap()) == "artifactUpdate" {
-            break;
-        }
-    }
+    let mut stream = streaming(&c, &id, "forever").await;
     let done = sent_task(&c, Binding::Rest, control(Some("alice"), &id)).await;
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
     let rest = stream.collect_all().await;
@@ -420,9 +422,7 @@ async fn slash_commands_reply_in_the_unchanged_state_and_never_reach_the_model()
         assert_eq!(status_text(&ordinary), "fine", "{ordinary}");
 
         // Mid-turn, a command is answered while the turn runs.
-        let mut stream =
-            c.open_stream("/message:stream", None, json!({"message": text(Some("alice"), Some(&id), "slowly")})).await;
-        while kind(&stream.next().await.unwrap()) != "artifactUpdate" {}
+        let mut stream = streaming(&c, &id, "slowly").await;
         let started = std::time::Instant::now();
         let during = sent_task(&c, b, text(Some("alice"), Some(&id), "/status")).await;
         assert_eq!(during["status"]["state"], "TASK_STATE_WORKING", "{b:?}: {during}");
@@ -626,15 +626,7 @@ async fn the_card_lists_the_commands_sorted_and_exactly_the_substates_this_build
 #[tokio::test(flavor = "multi_thread")]
 async fn an_openai_model_tells_the_participants_of_a_shared_task_apart() {
     let mock = contract_tests::openai_mock::MockOpenAi::start().await;
-    let h = HarnessProcess::start(HarnessOptions {
-        agent_extra: "model = \"gpt\"\n".into(),
-        extra_config: format!(
-            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-model\"\nkeyless = true\n",
-            mock.base_url
-        ),
-        ..Default::default()
-    })
-    .await;
+    let h = openai_harness(&mock, "").await;
     let c = h.client();
     let id = shared_task(&c, Binding::JsonRpc).await;
     sent_task(&c, Binding::Rest, text(Some("ada"), Some(&id), "ada joins")).await;

@@ -37,6 +37,11 @@ pub fn channel_ext_key() -> String {
     format!("{EXT_NS}/channel")
 }
 
+/// The channel extension's entry naming who sent a message on a task (key and value).
+pub fn channel_mark(task_id: &str, sender: &str) -> (String, serde_json::Value) {
+    (channel_ext_key(), serde_json::json!({"channel_id": task_id, "sender": sender}))
+}
+
 /// Metadata key of a reply chunk that closes a void attempt (`{"abandoned": reason}`).
 pub fn attempt_ext_key() -> String {
     format!("{EXT_NS}/attempt")

@@ -7,7 +7,7 @@ use super::TaskWorkflow;
 use super::emit::{emit, set_status, set_status_with, timestamp};
 use super::turn::Flow;
 use crate::activities::Activities;
-use crate::{AWAITING_NEXT_MESSAGE, CommandContext, InboxItem, ItemKind, channel_ext_key, status_ext_key};
+use crate::{AWAITING_NEXT_MESSAGE, CommandContext, InboxItem, ItemKind, status_ext_key};
 use a2a_types::{Message, StreamResponse, Struct, TaskState, TaskStatus, TaskStatusUpdateEvent};
 use std::time::Duration;
 use temporalio_sdk::{ActivityOptions, CancellableFuture, WorkflowContext, WorkflowResult};
@@ -38,33 +38,31 @@ pub(super) async fn side_work(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowRe
     Ok(())
 }
 
-/// The head's substate metadata with `extra` added: what a status update in the unchanged
-/// state carries.
-fn unchanged_metadata(s: &TaskWorkflow, extra: (String, serde_json::Value)) -> Struct {
-    let mut md = Struct::new();
-    if let Some(sub) = s.head.metadata.as_ref().and_then(|m| m.get(&status_ext_key())) {
-        md.insert(status_ext_key(), sub.clone());
-    }
-    md.insert(extra.0, extra.1);
-    md
-}
-
-/// A status update in the unchanged state carrying `message` (the head stays as it is).
+/// A status update in the unchanged state carrying `message`, its metadata the head's
+/// substate and `extra`; with `snapshot`, the head (which a task envelope changed) is
+/// stored with it.
 async fn emit_unchanged(
     ctx: &WorkflowContext<TaskWorkflow>,
     message: Message,
-    extra: (String, serde_json::Value),
+    extra: Vec<(String, serde_json::Value)>,
+    snapshot: bool,
 ) -> WorkflowResult<()> {
     let ts = timestamp(ctx.workflow_time());
-    let event = ctx.state(|s| {
-        StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+    let (event, head) = ctx.state(|s| {
+        let mut md = Struct::new();
+        if let Some(sub) = s.head.metadata.as_ref().and_then(|m| m.get(&status_ext_key())) {
+            md.insert(status_ext_key(), sub.clone());
+        }
+        md.extend(extra);
+        let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: s.head.id.clone(),
             context_id: s.head.context_id.clone(),
             status: TaskStatus { state: s.head.status.state, message: Some(message), timestamp: ts },
-            metadata: Some(unchanged_metadata(s, extra)),
-        })
+            metadata: Some(md),
+        });
+        (event, snapshot.then(|| s.head.clone()))
     });
-    emit(ctx, event, None).await
+    emit(ctx, event, head).await
 }
 
 /// S12: the message as a status update in the unchanged state, naming its sender. A run
@@ -73,8 +71,8 @@ async fn echo(ctx: &WorkflowContext<TaskWorkflow>, message: Message, sender: Str
     if !ctx.state(|s| s.channel) {
         return Ok(());
     }
-    let channel = serde_json::json!({"channel_id": message.task_id, "sender": sender});
-    emit_unchanged(ctx, message, (channel_ext_key(), channel)).await
+    let channel = crate::channel_mark(&message.task_id, &sender);
+    emit_unchanged(ctx, message, vec![channel], false).await
 }
 
 /// S9: runs the command and replies in the unchanged state with `{"command": <name>}`; a
@@ -115,7 +113,7 @@ async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workfl
         return set_status_with(ctx, TaskState::InputRequired, Some(message), Some(AWAITING_NEXT_MESSAGE), Some(extra))
             .await;
     }
-    emit_unchanged(ctx, message, tag).await
+    emit_unchanged(ctx, message, vec![tag], false).await
 }
 
 /// S11: applies a task envelope's fields to the task data and answers in the unchanged
@@ -140,17 +138,7 @@ async fn task_update(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Wo
     let text = format!("updated the task: {}", changed.join(", "));
     let mark = serde_json::json!({"in_reply_to": item.message.message_id});
     let message = ctx.state_mut(|s| s.agent_message("update", text, (crate::answer_ext_key(), mark)));
-    let ts = timestamp(ctx.workflow_time());
-    let (event, head) = ctx.state(|s| {
-        let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: s.head.id.clone(),
-            context_id: s.head.context_id.clone(),
-            status: TaskStatus { state: s.head.status.state, message: Some(message), timestamp: ts },
-            metadata: Some(unchanged_metadata(s, (crate::task_ext_key(), data))),
-        });
-        (event, s.head.clone())
-    });
-    emit(ctx, event, Some(head)).await
+    emit_unchanged(ctx, message, vec![(crate::task_ext_key(), data)], true).await
 }
 
 /// S11: a status or artifact update envelope, framed into the history by admission, as a
@@ -159,20 +147,9 @@ async fn record(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workflo
     let ItemKind::Record { event } = &item.kind else { return Ok(()) };
     let mut extra = vec![(crate::event_ext_key(), serde_json::json!({"kind": event}))];
     if let Some(sender) = &item.sender {
-        extra.push((channel_ext_key(), serde_json::json!({"channel_id": item.message.task_id, "sender": sender})));
+        extra.push(crate::channel_mark(&item.message.task_id, sender));
     }
-    let ts = timestamp(ctx.workflow_time());
-    let event = ctx.state(|s| {
-        let mut md = unchanged_metadata(s, extra.remove(0));
-        md.extend(extra);
-        StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: s.head.id.clone(),
-            context_id: s.head.context_id.clone(),
-            status: TaskStatus { state: s.head.status.state, message: Some(item.message.clone()), timestamp: ts },
-            metadata: Some(md),
-        })
-    });
-    emit(ctx, event, None).await
+    emit_unchanged(ctx, item.message, extra, false).await
 }
 
 /// S8: completes the task on the control waiting, after echoing what came before it; a

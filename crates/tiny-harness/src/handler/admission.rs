@@ -482,8 +482,8 @@ impl HarnessHandler {
 /// conversation apart by it.
 fn stamp_sender(message: &mut Message, caller: &Caller) {
     if let Some(sender) = caller.id() {
-        let channel = serde_json::json!({"channel_id": message.task_id, "sender": sender});
-        message.metadata.get_or_insert_with(Default::default).insert(harness_workflow::channel_ext_key(), channel);
+        let (key, channel) = harness_workflow::channel_mark(&message.task_id, sender);
+        message.metadata.get_or_insert_with(Default::default).insert(key, channel);
     }
 }
 
