@@ -142,23 +142,17 @@ fn plain_kind(message: &Message, commands: &CommandRegistry) -> ItemKind {
 /// How a recorded event reads in the history (and to the model): `[<kind>] task <id>: ...`.
 fn framed(kind: &str, payload: &serde_json::Value) -> String {
     let task = payload["taskId"].as_str().unwrap_or("?");
-    if kind == "status_update" {
-        let state = payload["status"]["state"].as_str().unwrap_or("?");
-        let text: String = payload["status"]["message"]["parts"]
-            .as_array()
-            .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""))
-            .unwrap_or_default();
-        let text = if text.is_empty() { String::new() } else { format!(": {text}") };
-        return format!("[status_update] task {task}: {state}{text}");
-    }
-    let artifact = &payload["artifact"];
-    let name = artifact["name"].as_str().filter(|n| !n.is_empty()).or(artifact["artifactId"].as_str()).unwrap_or("?");
-    let text: String = artifact["parts"]
-        .as_array()
-        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""))
-        .unwrap_or_default();
+    let (what, parts) = if kind == "status_update" {
+        (payload["status"]["state"].as_str().unwrap_or("?").to_string(), &payload["status"]["message"]["parts"])
+    } else {
+        let artifact = &payload["artifact"];
+        let name = artifact["name"].as_str().filter(|n| !n.is_empty()).or(artifact["artifactId"].as_str());
+        (format!("artifact {}", name.unwrap_or("?")), &artifact["parts"])
+    };
+    let text: String =
+        parts.as_array().map(|p| p.iter().filter_map(|p| p["text"].as_str()).collect()).unwrap_or_default();
     let text = if text.is_empty() { String::new() } else { format!(": {text}") };
-    format!("[artifact_update] task {task}: artifact {name}{text}")
+    format!("[{kind}] task {task}: {what}{text}")
 }
 
 /// D4: an anonymous caller can never send a control or change a task.
