@@ -98,6 +98,8 @@ pub struct HarnessOptions {
     pub server_extra: String,
     /// TOML lines added to the `[agent]` section (e.g. `run_max_events = 200`).
     pub agent_extra: String,
+    /// The port to serve on (default: a free one), e.g. one another harness's config names.
+    pub port: Option<u16>,
 }
 
 impl Default for HarnessOptions {
@@ -118,6 +120,7 @@ impl Default for HarnessOptions {
             embedded: false,
             server_extra: String::new(),
             agent_extra: String::new(),
+            port: None,
         }
     }
 }
@@ -143,7 +146,7 @@ pub const TEST_PUSH_KEY: &str = "dGlueS1oYXJuZXNzLXRlc3Qta2V5LTMyLWJ5dGVzISE=";
 impl HarnessProcess {
     pub async fn start(opts: HarnessOptions) -> Self {
         let data_dir = tempfile::tempdir().expect("tempdir");
-        let port = tiny_harness::temporal_dev::free_port();
+        let port = opts.port.unwrap_or_else(tiny_harness::temporal_dev::free_port);
         let task_queue = format!("test-{}", uuid_like());
         let temporal_at = if opts.embedded {
             "mode = \"embedded\"".to_string()

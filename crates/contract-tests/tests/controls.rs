@@ -616,7 +616,10 @@ async fn the_card_lists_the_commands_sorted_and_exactly_the_substates_this_build
             .cloned()
             .unwrap()
     };
-    assert_eq!(ext("status/v1")["params"]["substates"], json!(["awaiting-next-message", "awaiting-assignee"]));
+    assert_eq!(
+        ext("status/v1")["params"]["substates"],
+        json!(["awaiting-next-message", "awaiting-assignee", "awaiting-subtasks"])
+    );
     let commands = ext("commands/v1");
     let names: Vec<&str> =
         commands["params"]["commands"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();

@@ -48,6 +48,8 @@ const RESERVED: &[&str] = &["help", "status", "delegate"];
 #[derive(Clone)]
 pub struct CommandRegistry {
     commands: Arc<BTreeMap<String, Command>>,
+    /// The remote agents `/delegate` may name (issue 19); empty: no `/delegate`.
+    delegates: Arc<Vec<String>>,
 }
 
 impl Default for CommandRegistry {
@@ -71,7 +73,7 @@ impl CommandRegistry {
             let info = CommandInfo { name: name.into(), description: description.into(), usage: usage.into() };
             commands.insert(name.to_string(), Command { info, handler: None });
         }
-        CommandRegistryBuilder { commands, error: None }
+        CommandRegistryBuilder { commands, error: None, delegates: Vec::new() }
     }
 
     /// The commands, sorted by name.
@@ -99,8 +101,29 @@ impl CommandRegistry {
                 handler.run(ctx, args).await
             }
             (None, "help") => Ok(self.help()),
+            (None, "delegate") => Err("/delegate is run by the task's workflow, not as an activity".into()),
             (None, _) => Ok(status(&ctx)),
         }
+    }
+
+    /// Whether `/delegate <args>` names a configured agent and a brief: the refusal says
+    /// what is wrong and how the command goes.
+    pub fn check_delegate(&self, args: &str) -> Result<(), String> {
+        let usage = "usage: /delegate <agent-id> <brief text>";
+        let (agent, brief) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+        if agent.is_empty() {
+            return Err(format!("/delegate names no agent ({usage}; agents: {})", self.delegates.join(", ")));
+        }
+        if !self.delegates.iter().any(|d| d == agent) {
+            return Err(format!(
+                "/delegate: no remote agent `{agent}` is configured (agents: {}; {usage})",
+                self.delegates.join(", ")
+            ));
+        }
+        if brief.trim().is_empty() {
+            return Err(format!("/delegate {agent}: the brief is empty ({usage})"));
+        }
+        Ok(())
     }
 
     /// `/help`: one line per command.
@@ -133,6 +156,7 @@ fn status(ctx: &CommandContext) -> String {
 pub struct CommandRegistryBuilder {
     commands: BTreeMap<String, Command>,
     error: Option<String>,
+    delegates: Vec<String>,
 }
 
 impl CommandRegistryBuilder {
@@ -162,16 +186,31 @@ impl CommandRegistryBuilder {
         self
     }
 
+    /// Adds the built-in `/delegate` for these remote agents (none: no `/delegate`).
+    pub fn delegation(mut self, agents: Vec<String>) -> Self {
+        if agents.is_empty() {
+            return self;
+        }
+        let info = CommandInfo {
+            name: "delegate".into(),
+            description: format!("Hands a sub-task to a remote A2A agent ({}).", agents.join(", ")),
+            usage: "/delegate <agent-id> <brief text>".into(),
+        };
+        self.commands.insert("delegate".into(), Command { info, handler: None });
+        self.delegates = agents;
+        self
+    }
+
     /// The frozen registry, or why a registration was refused.
     pub fn try_build(self) -> Result<CommandRegistry, String> {
         match self.error {
             Some(e) => Err(e),
-            None => Ok(CommandRegistry { commands: Arc::new(self.commands) }),
+            None => Ok(CommandRegistry { commands: Arc::new(self.commands), delegates: Arc::new(self.delegates) }),
         }
     }
 
     fn build(self) -> CommandRegistry {
-        CommandRegistry { commands: Arc::new(self.commands) }
+        CommandRegistry { commands: Arc::new(self.commands), delegates: Arc::new(self.delegates) }
     }
 }
 

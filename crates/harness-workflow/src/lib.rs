@@ -18,7 +18,7 @@ mod workflow;
 pub use activities::Activities;
 pub use refusal::{REFUSAL_FAILURE_TYPE, Refusal, RefusalError, RefusalKind, terminal_refusal};
 pub use types::*;
-pub use workflow::TaskWorkflow;
+pub use workflow::{TaskWorkflow, sub_task_ext_key};
 
 /// The namespace prefix of this project's A2A extensions (EXTENSIONS.md).
 pub const EXT_NS: &str = "io.github.madarauchiha-314.tiny-harness";
@@ -81,3 +81,5 @@ pub fn event_ext_key() -> String {
 pub const AWAITING_NEXT_MESSAGE: &str = "awaiting-next-message";
 /// Substate of a task in participant mode, waiting for its assignee (S22).
 pub const AWAITING_ASSIGNEE: &str = "awaiting-assignee";
+/// Substate of a parked task while a sub-task it delegated is open (issue 19).
+pub const AWAITING_SUBTASKS: &str = "awaiting-subtasks";

@@ -66,6 +66,9 @@ pub struct TaskInput {
     /// What a run that continued as new hands the next one; `None` for a task's first run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried: Option<Box<Carried>>,
+    /// Set on a sub-task's stand-in (issue 19): the workflow follows a remote task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stand_in: Option<StandIn>,
 }
 
 /// When a task's run continues as new (`[agent] run_max_*`): Temporal caps each run at
@@ -117,6 +120,8 @@ pub struct Carried {
     pub cancel: Option<CancelRequest>,
     /// Runs before this one (1 for the second run).
     pub runs: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_tasks: Vec<SubTask>,
 }
 
 /// The `live` query's answer: what the workflow knows that the store may not have yet. A
@@ -357,8 +362,126 @@ pub struct MonitorRow {
     /// Turns started so far.
     pub turn: u32,
     /// Sub-task ids (none until delegation exists).
-    pub children: Vec<String>,
+    pub children: Vec<ChildRow>,
+    /// A stand-in's remote task (issue 19): what it follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<ChildRow>,
     /// Tokens the task's turns used so far, when its provider counts them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::models::TokenUsage>,
+}
+
+/// What makes a `TaskWorkflow` the stand-in of a sub-task delegated to a remote A2A agent
+/// (issue 19): it runs no model turn, sends the brief to the agent and mirrors the remote
+/// task into its own log until the remote task reaches a final state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StandIn {
+    /// The configured id of the remote agent (`[[agents]] id`).
+    pub agent: String,
+    /// The task that delegated (the parent), on this harness.
+    pub parent: String,
+    /// The brief's text, sent to the remote agent as the first message.
+    pub brief: String,
+    /// Who asked for the sub-task (the `/delegate` sender), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+}
+
+/// A sub-task as its parent knows it (the parent's state, carried across runs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubTask {
+    pub task_id: String,
+    pub agent: String,
+    /// The final state it reported; `None` while it is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TaskState>,
+}
+
+/// What a stand-in tells its parent when the remote task reached a final state (the
+/// `sub_task_done` signal).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubTaskResult {
+    pub task_id: String,
+    pub agent: String,
+    pub remote_task_id: String,
+    /// The remote task's state.
+    pub state: TaskState,
+    /// The remote task's answer, at most [`SUMMARY_CHARS`] characters.
+    pub summary: String,
+}
+
+/// How long a sub-task's summary in its parent's history may be.
+pub const SUMMARY_CHARS: usize = 500;
+
+/// The `remote_push` update (S15): a push the receiver took for a stand-in. It carries the
+/// token's SHA-256 digest, never the token (an update's input is kept in the history).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemotePush {
+    /// Hex SHA-256 of the `X-A2A-Notification-Token` the push carried.
+    pub token_digest: String,
+    pub event: StreamResponse,
+}
+
+/// What the stand-in sends the remote agent (the `remote_send` activity).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RemoteSend {
+    pub agent: String,
+    /// The stand-in's task id: the brief's message id derives from it, and the push
+    /// callback names it.
+    pub stand_in: String,
+    pub brief: String,
+    /// Whether the remote task should be followed by push (the push route is on).
+    pub push: bool,
+}
+
+/// The remote task as one look at it saw it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub state: TaskState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<Artifact>,
+}
+
+/// What `remote_send` answers: the remote task and how it is followed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RemoteStarted {
+    pub remote_task_id: String,
+    /// The remote agent's card URL (what the parent's TaskRef names).
+    pub agent_url: String,
+    /// SHA-256 of the push token registered on the remote task; `None`: followed by
+    /// subscribing (push off here, or the remote agent does not push).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_digest: Option<String>,
+    pub seen: Observation,
+}
+
+/// One look at the remote task (the `remote_observe` activity): subscribe and wait for
+/// something newer than `seen`, or read it once.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RemoteLook {
+    pub agent: String,
+    pub remote_task_id: String,
+    pub subscribe: bool,
+    pub seen: Observation,
+}
+
+/// CancelTask on the remote agent (the `remote_cancel` activity).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RemoteCancel {
+    pub agent: String,
+    pub remote_task_id: String,
+}
+
+/// A child of a task on `/_monitor` (S20).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChildRow {
+    pub task_id: String,
+    pub agent: String,
+    /// The remote task's state as its stand-in last saw it (`None`: not known yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TaskState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_task_id: Option<String>,
 }

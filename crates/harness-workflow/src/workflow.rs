@@ -14,13 +14,16 @@
 //! [`crate::RunLimits`] continues as new, handing the next run its [`Carried`] state
 //! (docs/event-log.md, "The run boundary").
 
+mod delegate;
 mod dispatch;
 mod emit;
 mod turn;
 
+pub use delegate::sub_task_ext_key;
+
 use crate::{
-    CancelRequest, InboxItem, ItemKind, LiveTask, LogPosition, MonitorRow, Participant, Receipt, Refusal, TaskInput,
-    status_ext_key,
+    CancelRequest, ChildRow, InboxItem, ItemKind, LiveTask, LogPosition, MonitorRow, Participant, Receipt, Refusal,
+    RemotePush, RemoteStarted, SubTask, SubTaskResult, TaskInput, status_ext_key,
 };
 use a2a_types::{Artifact, Message, Task, TaskState, TaskStatus};
 use std::collections::VecDeque;
@@ -85,6 +88,12 @@ pub struct TaskWorkflow {
     brief_only: bool,
     /// The participants after a task envelope changed them, for the next event (S11).
     changed_participants: Option<Vec<(String, String)>>,
+    /// The sub-tasks this task delegated (issue 19), open and ended.
+    sub_tasks: Vec<SubTask>,
+    /// A stand-in's remote task, once the remote agent took the brief.
+    following: Option<RemoteStarted>,
+    /// Pushes for a stand-in the run loop has not folded in yet (S15).
+    pushes: VecDeque<a2a_types::StreamResponse>,
 }
 
 /// How many accepted `messageId`s a run remembers for duplicates (docs/event-log.md).
@@ -130,6 +139,9 @@ impl TaskWorkflow {
             channel: false,
             brief_only: false,
             changed_participants: None,
+            sub_tasks: carried.sub_tasks,
+            following: None,
+            pushes: VecDeque::new(),
         };
         for (id, cursor) in carried.accepted {
             wf.remember(id, cursor);
@@ -148,6 +160,10 @@ impl TaskWorkflow {
             s.by_row = by_row;
             s.channel = channel;
         });
+        if ctx.state(|s| s.input.stand_in.is_some()) {
+            delegate::stand_in(ctx).await?;
+            return Self::linger(ctx).await;
+        }
         // A continued run's task was opened by the first run.
         if ctx.state(|s| s.runs == 0) && !turn::open(ctx).await? {
             return Ok(ctx.state(|s| s.head.status.state));
@@ -161,12 +177,7 @@ impl TaskWorkflow {
                 }
             }
         }
-        let linger = ctx.state(|s| s.input.linger_secs);
-        if linger > 0 {
-            ctx.timer(Duration::from_secs(linger)).await;
-        }
-        // TEMPORAL-RUST.md item 6: the handlers are synchronous, so none is cut off here.
-        Ok(ctx.state(|s| s.head.status.state))
+        Self::linger(ctx).await
     }
 
     /// Refuses what must be refused before anything changes (S7).
@@ -184,6 +195,13 @@ impl TaskWorkflow {
         if state.is_terminal() || self.cancel.is_some() {
             let state = if state.is_terminal() { state } else { TaskState::Canceled };
             return Err(Refusal::task_ended(state).into_error());
+        }
+        if let Some(si) = &self.input.stand_in {
+            return Err(Refusal::not_allowed(format!(
+                "task {} is the stand-in of a sub-task delegated to agent `{}`: it takes no messages (write to its parent task {})",
+                self.head.id, si.agent, si.parent
+            ))
+            .into_error());
         }
         if item.message.parts.is_empty() {
             return Err(Refusal::invalid_message("the message has no parts").into_error());
@@ -235,6 +253,41 @@ impl TaskWorkflow {
         }
     }
 
+    /// S15: a push for a stand-in is taken only with the digest of the token it registered
+    /// (compared in constant time) and naming the remote task it follows, while it runs.
+    #[update_validator(remote_push)]
+    pub fn validate_remote_push(
+        &self,
+        _ctx: &WorkflowContextView,
+        push: &RemotePush,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        use subtle::ConstantTimeEq;
+        let refused = || Err("push refused".into());
+        let Some(following) = &self.following else { return refused() };
+        let Some(digest) = &following.token_digest else { return refused() };
+        if self.head.status.state.is_terminal() || self.cancel.is_some() {
+            return refused();
+        }
+        let same: bool = digest.as_bytes().ct_eq(push.token_digest.as_bytes()).into();
+        if !same || remote_task_of(&push.event) != following.remote_task_id {
+            return refused();
+        }
+        Ok(())
+    }
+
+    /// A push for a stand-in (S15): folded into what it knows of its remote task.
+    #[update(name = "remote_push")]
+    pub fn remote_push(&mut self, _ctx: &mut SyncWorkflowContext<Self>, push: RemotePush) {
+        self.run_updates += 1;
+        self.pushes.push_back(push.event);
+    }
+
+    /// A stand-in's result (issue 19): its sub-task closes and the result is recorded.
+    #[signal(name = "sub_task_done")]
+    pub fn sub_task_done(&mut self, _ctx: &mut SyncWorkflowContext<Self>, result: SubTaskResult) {
+        self.take_sub_result(result);
+    }
+
     /// The tokens the task's turns used so far (the head's usage metadata).
     fn usage(&self) -> Option<crate::models::TokenUsage> {
         let value = self.head.metadata.as_ref()?.get(&crate::usage_ext_key())?;
@@ -251,7 +304,22 @@ impl TaskWorkflow {
             substate,
             mailbox_depth: self.mailbox.len() as u32,
             turn: self.turn,
-            children: Vec::new(),
+            children: self
+                .sub_tasks
+                .iter()
+                .map(|t| ChildRow {
+                    task_id: t.task_id.clone(),
+                    agent: t.agent.clone(),
+                    state: t.state,
+                    remote_task_id: None,
+                })
+                .collect(),
+            remote: self.input.stand_in.as_ref().map(|si| ChildRow {
+                task_id: self.head.id.clone(),
+                agent: si.agent.clone(),
+                state: self.following.as_ref().map(|f| f.seen.state),
+                remote_task_id: self.following.as_ref().map(|f| f.remote_task_id.clone()),
+            }),
             usage: self.usage(),
         }
     }
@@ -277,7 +345,27 @@ impl TaskWorkflow {
     }
 }
 
+/// The remote task a pushed event names.
+fn remote_task_of(event: &a2a_types::StreamResponse) -> &str {
+    match event {
+        a2a_types::StreamResponse::Task(t) => &t.id,
+        a2a_types::StreamResponse::Message(m) => &m.task_id,
+        a2a_types::StreamResponse::StatusUpdate(u) => &u.task_id,
+        a2a_types::StreamResponse::ArtifactUpdate(u) => &u.task_id,
+    }
+}
+
 impl TaskWorkflow {
+    /// The terminal linger (so late readers still reach the workflow), then the final state.
+    async fn linger(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TaskState> {
+        let linger = ctx.state(|s| s.input.linger_secs);
+        if linger > 0 {
+            ctx.timer(Duration::from_secs(linger)).await;
+        }
+        // TEMPORAL-RUST.md item 6: the handlers are synchronous, so none is cut off here.
+        Ok(ctx.state(|s| s.head.status.state))
+    }
+
     /// The task's participants (its task data, EXTENSIONS.md).
     fn participants(&self) -> Vec<Participant> {
         self.task_data()

@@ -5,7 +5,7 @@
 
 use crate::config::{CardSection, SkillConfig};
 use a2a_types::{AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, Struct};
-use harness_workflow::{AWAITING_ASSIGNEE, AWAITING_NEXT_MESSAGE};
+use harness_workflow::{AWAITING_ASSIGNEE, AWAITING_NEXT_MESSAGE, AWAITING_SUBTASKS};
 use serde_json::json;
 
 /// Base URI of this project's extensions (EXTENSIONS.md `BASE`).
@@ -49,7 +49,7 @@ fn params(v: serde_json::Value) -> Option<Struct> {
 
 /// The substates this build emits (EXTENSIONS.md, status); `awaiting-subtasks` comes with
 /// delegation.
-pub const SUBSTATES: [&str; 2] = [AWAITING_NEXT_MESSAGE, AWAITING_ASSIGNEE];
+pub const SUBSTATES: [&str; 3] = [AWAITING_NEXT_MESSAGE, AWAITING_ASSIGNEE, AWAITING_SUBTASKS];
 
 /// The five extensions, each `required: false`.
 fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {

@@ -100,6 +100,9 @@ pub struct ServerSection {
     /// S21: the participant ids besides this agent's own trusted to set a new task's
     /// `lifecycle`, `model` and `reasoning_effort` in its brief.
     pub delegators: Vec<String>,
+    /// Serve the push receiver (S15). Off (a harness remote agents cannot call back), a
+    /// stand-in follows its remote task by subscribing (S18).
+    pub push_route: bool,
 }
 
 impl Default for ServerSection {
@@ -118,6 +121,7 @@ impl Default for ServerSection {
             header_read_timeout_secs: 30,
             body_read_timeout_secs: 30,
             delegators: Vec::new(),
+            push_route: true,
         }
     }
 }
@@ -340,6 +344,8 @@ pub struct Config {
     pub redaction: RedactionSection,
     pub card: CardSection,
     pub push: PushSection,
+    /// The remote agents `/delegate` may hand work to (issue 19).
+    pub agents: Vec<AgentConfig>,
     /// Where the embedded dev server's database, the SQLite store and generated files live.
     #[serde(skip)]
     pub data_dir: PathBuf,
@@ -454,6 +460,8 @@ impl Config {
         v.extend(self.redaction.env.iter().filter_map(|name| std::env::var(name).ok()));
         // The keys of the `openai` models, whatever `redaction` says.
         v.extend(self.models.openai.iter().filter_map(|(name, m)| m.api_key(name).ok().flatten()));
+        // The credentials of remote agents.
+        v.extend(self.agents.iter().flat_map(|a| a.resolve().unwrap_or_default()).map(|(_, value)| value));
         v
     }
 }
@@ -483,6 +491,8 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     })
 }
 
+mod agents;
+pub use agents::{AgentConfig, check as check_agents};
 mod models;
 pub use models::{ModelsSection, OpenAiSection, ScriptedSection};
 

@@ -141,7 +141,9 @@ impl HarnessBuilder {
     pub fn build(self) -> Result<Harness, crate::ConfigError> {
         let config = self.config;
         let models = models(&config)?;
-        let commands = self.commands.try_build().map_err(crate::ConfigError)?;
+        crate::config::check_agents(&config.agents)?;
+        let delegates = config.agents.iter().map(|a| a.id.clone()).collect();
+        let commands = self.commands.delegation(delegates).try_build().map_err(crate::ConfigError)?;
         config.agent.run_limits()?;
         let prefix = config.prefix();
         let public_url = config.public_url()?;
@@ -157,7 +159,11 @@ impl HarnessBuilder {
         let limiter = crate::hosting::RateLimiter::new(config.server.rate_limit_per_minute);
         Ok(Harness {
             inner: Arc::new(Inner {
-                options: self.options,
+                // S18: the config can turn the push route off too.
+                options: RouteOptions {
+                    push_route: self.options.push_route && config.server.push_route,
+                    ..self.options
+                },
                 prefix,
                 public_url,
                 card: Arc::new(card),
@@ -265,6 +271,10 @@ impl Harness {
         });
         let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone())
             .with_commands(self.inner.commands.clone());
+        let activities = match self.remotes() {
+            Some(remotes) => activities.with_remotes(remotes),
+            None => activities,
+        };
         let worker = if config.temporal.worker {
             let queue = config.temporal.task_queue.clone();
             let cached = config.temporal.max_cached_workflows;
@@ -293,6 +303,26 @@ impl Harness {
         *running =
             Some(Running { worker, embedded, probe: Some(probe), store, monitor_task, push_sweeper, reconciler });
         Ok(())
+    }
+
+    /// The configured remote agents (issue 19), with the push callback when the push route
+    /// is served; `None` when no agent is configured.
+    fn remotes(&self) -> Option<Arc<harness_workflow::activities::remote::Remotes>> {
+        let config = &self.inner.config;
+        if config.agents.is_empty() {
+            return None;
+        }
+        let agents = config
+            .agents
+            .iter()
+            .map(|a| harness_workflow::activities::remote::RemoteAgent {
+                id: a.id.clone(),
+                card_url: a.url.clone(),
+                headers: a.resolve().unwrap_or_default(),
+            })
+            .collect();
+        let callback = self.inner.options.push_route.then(|| format!("{}/a2a/push", self.inner.public_url));
+        Some(Arc::new(harness_workflow::activities::remote::Remotes::new(agents, callback, config.agent.id.clone())))
     }
 
     /// The request handler over a started store and Temporal client.

@@ -81,7 +81,7 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
         }),
     );
     if options.push_route {
-        routes = routes.route(PUSH_PATH, axum::routing::post(push_receiver));
+        routes = routes.route(PUSH_PATH, axum::routing::post(push_receiver).with_state(inner.clone()));
     }
     routes = routes.route(READY_PATH, axum::routing::get(ready).with_state(inner.clone()));
     if options.monitor {
@@ -199,13 +199,16 @@ pub const PUSH_MAX_BYTES: usize = 64 * 1024;
 
 /// `POST /a2a/push/{task_id}` (S15): a remote agent's push for the local stand-in of a
 /// delegated sub-task. Over 64 KiB: 413; not a StreamResponse: 400; then every refusal
-/// (missing or wrong token, no such stand-in, an ended one, a body naming another remote
-/// task) is the same 401, so the answer tells nothing about which.
-///
-/// Stand-ins are created by delegation (`/delegate`, S9), which this build does not have:
-/// no id names a stand-in, so every well-formed push is that 401. The body is never
-/// logged (it can carry a push token).
-async fn push_receiver(body: axum::body::Bytes) -> Response {
+/// (missing or wrong token, no such stand-in, an ended one, one on another task queue, a
+/// body naming another remote task) is the same 401, so the answer tells nothing about
+/// which. A push the stand-in's `remote_push` validator takes is 204. The token goes to the
+/// workflow only as its SHA-256 digest; the body is never logged (it can carry a token).
+async fn push_receiver(
+    State(inner): State<Arc<Inner>>,
+    axum::extract::Path(task_id): axum::extract::Path<String>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     if body.len() > PUSH_MAX_BYTES {
         return status_error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -213,14 +216,23 @@ async fn push_receiver(body: axum::body::Bytes) -> Response {
             format!("a push body is at most {PUSH_MAX_BYTES} bytes"),
         );
     }
-    if serde_json::from_slice::<a2a_types::StreamResponse>(&body).is_err() {
+    let Ok(event) = serde_json::from_slice::<a2a_types::StreamResponse>(&body) else {
         return status_error(
             StatusCode::BAD_REQUEST,
             "INVALID_ARGUMENT",
             "the body is not an A2A StreamResponse".into(),
         );
+    };
+    let refused = || status_error(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", "push refused".into());
+    let token = headers.get("x-a2a-notification-token").and_then(|v| v.to_str().ok()).filter(|t| !t.is_empty());
+    let (Some(token), Some(handler)) = (token, inner.handler.get()) else { return refused() };
+    // S19: a stand-in on another agent's queue is not ours to wake.
+    if !matches!(handler.owned(&task_id).await, Ok(true)) {
+        return refused();
     }
-    status_error(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", "push refused".into())
+    let push =
+        harness_workflow::RemotePush { token_digest: harness_workflow::activities::remote::digest(token), event };
+    if handler.temporal.remote_push(&task_id, push).await { StatusCode::NO_CONTENT.into_response() } else { refused() }
 }
 
 /// The web renderer, relative to the prefix.

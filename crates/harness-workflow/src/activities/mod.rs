@@ -3,10 +3,14 @@
 
 mod call_model;
 mod emit_event;
+pub mod remote;
 
 use crate::commands::CommandRegistry;
 use crate::models::ModelRegistry;
-use crate::{CommandContext, CommandReply, EmitInput, ModelReply, ModelTurn};
+use crate::{
+    CommandContext, CommandReply, EmitInput, ModelReply, ModelTurn, Observation, RemoteCancel, RemoteLook, RemoteSend,
+    RemoteStarted,
+};
 use harness_store::Store;
 use std::sync::Arc;
 use temporalio_macros::activities;
@@ -25,6 +29,8 @@ pub struct Activities {
     pub emit_delay: std::time::Duration,
     /// The slash commands `run_command` runs (S9): the built-ins unless a host added more.
     pub commands: CommandRegistry,
+    /// The remote agents a stand-in reaches (issue 19); `None`: none is configured.
+    pub remotes: Option<Arc<remote::Remotes>>,
 }
 
 /// The environment variable that sets [`Activities::emit_delay`] (milliseconds).
@@ -38,12 +44,25 @@ impl Activities {
             tracing::warn!(ms, "fault injection: every emit_event waits after its append ({FAULT_EMIT_DELAY_ENV})");
         }
         let emit_delay = std::time::Duration::from_millis(ms);
-        Self { store, models, pusher, emit_delay, commands: CommandRegistry::default() }
+        Self { store, models, pusher, emit_delay, commands: CommandRegistry::default(), remotes: None }
     }
 
     /// These activities running `commands` (the harness's frozen registry).
     pub fn with_commands(self, commands: CommandRegistry) -> Self {
         Self { commands, ..self }
+    }
+
+    /// These activities reaching `remotes` (the configured `[[agents]]`).
+    pub fn with_remotes(self, remotes: Arc<remote::Remotes>) -> Self {
+        Self { remotes: Some(remotes), ..self }
+    }
+
+    fn remotes(&self) -> Result<&remote::Remotes, ActivityError> {
+        self.remotes.as_deref().ok_or_else(|| {
+            ActivityError::application(temporalio_common::error::ApplicationFailure::non_retryable(
+                "this worker has no remote agents configured (`[[agents]]`)".to_string(),
+            ))
+        })
     }
 }
 
@@ -82,5 +101,35 @@ impl Activities {
             Ok(text) => CommandReply { text, failed: false },
             Err(why) => CommandReply { text: format!("/{name} failed: {why}"), failed: true },
         })
+    }
+
+    /// Sends a stand-in's brief to its remote agent (issue 19).
+    #[activity(name = "remote_send")]
+    pub async fn remote_send(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RemoteSend,
+    ) -> Result<RemoteStarted, ActivityError> {
+        self.remotes()?.send(input).await
+    }
+
+    /// Looks at a remote task: once, or subscribing until it changes (issue 19).
+    #[activity(name = "remote_observe")]
+    pub async fn remote_observe(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RemoteLook,
+    ) -> Result<Observation, ActivityError> {
+        self.remotes()?.look(&ctx, input).await
+    }
+
+    /// Cancels a remote task (a cancelled parent's open sub-task, issue 19).
+    #[activity(name = "remote_cancel")]
+    pub async fn remote_cancel(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RemoteCancel,
+    ) -> Result<(), ActivityError> {
+        self.remotes()?.cancel(input).await
     }
 }

@@ -20,6 +20,8 @@ pub(crate) enum Side {
     /// A message answered without a turn: a registered slash command (S9), a task envelope
     /// or an event envelope to record (S11).
     Answer(Box<InboxItem>),
+    /// A sub-task's result, for the history (issue 19).
+    SubResult(crate::SubTaskResult),
 }
 
 /// Does the side work waiting, in order.
@@ -33,6 +35,7 @@ pub(super) async fn side_work(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowRe
                 ItemKind::Record { .. } => record(ctx, *item).await?,
                 _ => {}
             },
+            Side::SubResult(result) => super::delegate::sub_result(ctx, result).await?,
         }
     }
     Ok(())
@@ -41,7 +44,7 @@ pub(super) async fn side_work(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowRe
 /// A status update in the unchanged state carrying `message`, its metadata the head's
 /// substate and `extra`; with `snapshot`, the head (which a task envelope changed) is
 /// stored with it.
-async fn emit_unchanged(
+pub(super) async fn emit_unchanged(
     ctx: &WorkflowContext<TaskWorkflow>,
     message: Message,
     extra: Vec<(String, serde_json::Value)>,
@@ -79,6 +82,9 @@ async fn echo(ctx: &WorkflowContext<TaskWorkflow>, message: Message, sender: Str
 /// task that had no turn yet (the command opened it) parks instead of staying SUBMITTED.
 async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> WorkflowResult<()> {
     let ItemKind::Command { name, args } = item.kind.clone() else { return Ok(()) };
+    if name == "delegate" {
+        return super::delegate::delegate(ctx, item, args).await;
+    }
     let input = ctx.state(|s| s.command_context(&item, name.clone(), args));
     // A regular activity, not a local one: the message's acceptance (which Temporal sends
     // when the workflow task that took it completes) must not wait for a host's handler.
@@ -192,7 +198,7 @@ impl TaskWorkflow {
 
     /// An agent message of the workflow's own (`<task>:<what>:<n>`), marked with `mark`,
     /// added to the history.
-    fn agent_message(&mut self, what: &str, text: String, mark: (String, serde_json::Value)) -> Message {
+    pub(super) fn agent_message(&mut self, what: &str, text: String, mark: (String, serde_json::Value)) -> Message {
         let mut message = Message::agent_text(format!("{}:{what}:{}", self.head.id, self.next_key + 1), text);
         message.task_id = self.head.id.clone();
         message.context_id = self.head.context_id.clone();
@@ -201,9 +207,9 @@ impl TaskWorkflow {
         message
     }
 
-    /// Sub-tasks that have not ended (none until delegation exists, issue 19).
-    fn open_sub_tasks(&self) -> Vec<String> {
-        Vec::new()
+    /// Sub-tasks that have not ended (issue 19).
+    pub(super) fn open_sub_tasks(&self) -> Vec<String> {
+        self.sub_tasks.iter().filter(|t| t.state.is_none()).map(|t| t.task_id.clone()).collect()
     }
 
     /// Why a control may not complete the task now: open sub-tasks (S8).

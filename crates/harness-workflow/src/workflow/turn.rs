@@ -180,6 +180,7 @@ pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
     }
     ctx.wait_condition(|s| s.has_work()).await?;
     if ctx.state(|s| s.cancel.is_some()) {
+        super::delegate::cancel_children(ctx).await;
         set_status(ctx, TaskState::Canceled, None, None).await?;
         return Ok(Flow::End);
     }
@@ -220,6 +221,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         Ok(result) => result,
         // Cancel cut the turn (S6): the store's terminal fence stops any late chunk.
         Err(Cut::Cancel) => {
+            super::delegate::cancel_children(ctx).await;
             set_status(ctx, TaskState::Canceled, None, None).await?;
             return Ok(Flow::End);
         }
@@ -233,6 +235,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
             end_turn(ctx, turn, artifact_id, reply, &item).await
         }
         Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.cancel.is_some()) => {
+            super::delegate::cancel_children(ctx).await;
             set_status(ctx, TaskState::Canceled, None, None).await?;
             Ok(Flow::End)
         }
@@ -336,7 +339,8 @@ async fn end_turn(
             Ok(Flow::End)
         }
         Lifecycle::Conversation => {
-            set_status(ctx, TaskState::InputRequired, reply_message, Some(AWAITING_NEXT_MESSAGE)).await?;
+            let substate = ctx.state(|s| s.parked_substate());
+            set_status(ctx, TaskState::InputRequired, reply_message, Some(substate)).await?;
             Ok(Flow::Next)
         }
     }
@@ -413,7 +417,7 @@ impl TaskWorkflow {
 
     /// An artifact for the next event: at the next index, or in the place of a pending one
     /// with its id. (The store keeps a stored artifact's place when one replaces it.)
-    fn add_artifact(&mut self, artifact: Artifact) {
+    pub(super) fn add_artifact(&mut self, artifact: Artifact) {
         match self.pending_artifacts.iter_mut().find(|(_, a)| a.artifact_id == artifact.artifact_id) {
             Some((_, existing)) => *existing = artifact,
             None => {
@@ -443,6 +447,7 @@ impl TaskWorkflow {
             accepted: self.carried_accepted(),
             cancel: self.cancel.clone(),
             runs: self.runs + 1,
+            sub_tasks: self.sub_tasks.clone(),
         };
         Box::new(TaskInput { first: None, carried: Some(Box::new(carried)), ..self.input.clone() })
     }

@@ -97,7 +97,7 @@ impl HarnessHandler {
 
     /// S19: does this agent's queue run the task? The store's row says so for every task
     /// whose log has begun; otherwise the workflow is described (cached per id).
-    async fn owned(&self, task_id: &str) -> Result<bool, A2AError> {
+    pub(crate) async fn owned(&self, task_id: &str) -> Result<bool, A2AError> {
         if let Some(queue) = self.store.task_queue_of(task_id).await.map_err(store_error)? {
             return Ok(queue == self.task_queue());
         }

@@ -447,6 +447,7 @@ impl HarnessHandler {
             assignee: brief.assignee,
             reasoning_effort: brief.reasoning_effort,
             carried: None,
+            stand_in: None,
         };
         let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
         let delivery = tokio::spawn(async move {

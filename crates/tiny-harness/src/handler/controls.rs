@@ -87,6 +87,17 @@ const FIXED_FIELDS: &[&str] = &["goal", "type", "parent_tasks", "sub_tasks", "li
 /// message. A bad envelope is refused with why. A brief is taken out of the message; an
 /// event envelope's part becomes the text that frames it.
 pub(crate) fn classify(message: &mut Message, commands: &CommandRegistry) -> Result<Classified, A2AError> {
+    let classified = classify_envelope(message, commands)?;
+    if let ItemKind::Command { name, args } = &classified.kind
+        && name == "delegate"
+    {
+        // Issue 19: a `/delegate` that names no configured agent or no brief starts nothing.
+        commands.check_delegate(args).map_err(|why| A2AError::invalid_params(why).with("field", "message.parts"))?;
+    }
+    Ok(classified)
+}
+
+fn classify_envelope(message: &mut Message, commands: &CommandRegistry) -> Result<Classified, A2AError> {
     let envelopes: Vec<usize> = (0..message.parts.len())
         .filter(|&i| {
             let p = &message.parts[i];

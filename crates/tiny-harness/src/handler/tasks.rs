@@ -82,7 +82,9 @@ impl HarnessHandler {
         let open = self.store.open_task_states(self.task_queue()).await.map_err(store_error)?;
         let mut rows = Vec::new();
         for row in open {
-            let busy = matches!(row.state, TaskState::Working | TaskState::Submitted);
+            // A task waiting for its sub-tasks is asked too: its children are in the workflow.
+            let busy = matches!(row.state, TaskState::Working | TaskState::Submitted)
+                || row.substate.as_deref() == Some(harness_workflow::AWAITING_SUBTASKS);
             if busy
                 && self.health.is_up()
                 && let Some(r) = self.temporal.monitor(&row.task_id).await
@@ -97,8 +99,20 @@ impl HarnessHandler {
                 mailbox_depth: 0,
                 turn: row.turns,
                 children: Vec::new(),
+                remote: None,
                 usage: row.usage.and_then(|u| serde_json::from_value(u).ok()),
             });
+        }
+        // Issue 19: each open child shows its remote task's state as its stand-in sees it.
+        let remotes: std::collections::HashMap<String, harness_workflow::ChildRow> =
+            rows.iter().filter_map(|r| r.remote.clone().map(|c| (r.task_id.clone(), c))).collect();
+        for row in &mut rows {
+            for child in &mut row.children {
+                if let Some(remote) = remotes.get(&child.task_id).filter(|_| child.state.is_none()) {
+                    child.state = remote.state;
+                    child.remote_task_id = remote.remote_task_id.clone();
+                }
+            }
         }
         Ok(rows)
     }

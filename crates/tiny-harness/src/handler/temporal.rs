@@ -6,7 +6,7 @@
 use a2a_types::{A2AError, ErrorKind};
 use harness_store::Store;
 use harness_workflow::{
-    CancelRequest, InboxItem, LiveTask, MonitorRow, Receipt, Refusal, RefusalKind, TaskInput, TaskWorkflow,
+    CancelRequest, InboxItem, LiveTask, MonitorRow, Receipt, Refusal, RefusalKind, RemotePush, TaskInput, TaskWorkflow,
 };
 use std::future::Future;
 use std::time::Duration;
@@ -171,6 +171,25 @@ impl TaskClient {
         Ok(described.ok().and_then(|d| {
             d.raw_description.execution_config.as_ref().and_then(|c| c.task_queue.as_ref()).map(|q| q.name.clone())
         }))
+    }
+
+    /// A push for a stand-in (S15): whether its `remote_push` validator took it. Any
+    /// failure (no such workflow, an ended one, a refusal, a timeout) is `false`.
+    pub async fn remote_push(&self, task_id: &str, push: RemotePush) -> bool {
+        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
+        let update = handle.execute_update(
+            TaskWorkflow::remote_push,
+            push,
+            temporalio_client::WorkflowExecuteUpdateOptions::default(),
+        );
+        match self.bounded("the push", self.gates.deliver(task_id, update)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::debug!(task_id, error = %e, "push refused");
+                false
+            }
+            Err(_) => false,
+        }
     }
 
     /// A running task's mailbox and turn (S20); `None` when its workflow does not answer.

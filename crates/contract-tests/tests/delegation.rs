@@ -1,0 +1,280 @@
+//! Issue 19: delegation to another A2A agent over real HTTP. `/delegate <agent> <brief>`
+//! starts a stand-in sub-task that sends the brief to a configured remote agent and follows
+//! the remote task by push (S15) or, with the push route off, by subscribing (S18); the
+//! parent's history gets the result (S9, S20). The remote agents here are other harnesses
+//! on the same Temporal server (their own task queues), each the other's remote agent.
+
+use contract_tests::{HarnessOptions, HarnessProcess, rpc_as, user_text};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const NS: &str = "io.github.madarauchiha-314.tiny-harness";
+
+/// `[[agents]]` naming the harness on `port` as `id`.
+fn agent(id: &str, port: u16) -> String {
+    format!("[[agents]]\nid = \"{id}\"\nurl = \"http://127.0.0.1:{port}/.well-known/agent-card.json\"\n\n")
+}
+
+/// Two harnesses, each the other's remote agent: `a` names `b` as "b" and `b` names `a`
+/// as "a". `script` is the model of `b` (echo when `None`).
+async fn pair(push_route: bool, script: Option<&str>) -> (HarnessProcess, HarnessProcess) {
+    let (pa, pb) = (tiny_harness::temporal_dev::free_port(), tiny_harness::temporal_dev::free_port());
+    let b = HarnessProcess::start(HarnessOptions {
+        port: Some(pb),
+        script: script.map(String::from),
+        agent_extra: "id = \"agent-b\"\n".into(),
+        extra_config: agent("a", pa),
+        ..Default::default()
+    })
+    .await;
+    let a = HarnessProcess::start(HarnessOptions {
+        port: Some(pa),
+        agent_extra: "id = \"agent-a\"\n".into(),
+        server_extra: format!("push_route = {push_route}\n"),
+        extra_config: agent("b", pb),
+        ..Default::default()
+    })
+    .await;
+    (a, b)
+}
+
+async fn rpc(base: &str, method: &str, params: Value) -> Value {
+    rpc_as(base, None, method, params).await
+}
+
+/// A message to `task` (a new task when `None`) from participant `who`.
+fn message(task: Option<&str>, text: &str) -> Value {
+    let mut m = user_text(text);
+    m["metadata"] = json!({"participant_id": "alice"});
+    if let Some(t) = task {
+        m["taskId"] = json!(t);
+    }
+    m
+}
+
+async fn send(base: &str, task: Option<&str>, text: &str) -> Value {
+    let r = rpc(base, "SendMessage", json!({"message": message(task, text)})).await;
+    assert!(r.get("error").is_none(), "{text}: {r}");
+    r["result"]["task"].clone()
+}
+
+async fn get_task(base: &str, id: &str) -> Value {
+    let r = rpc(base, "GetTask", json!({"id": id})).await;
+    assert!(r.get("error").is_none(), "GetTask {id}: {r}");
+    r["result"].clone()
+}
+
+/// Waits until `done` holds for the task, returning it.
+async fn wait_for(base: &str, id: &str, what: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let task = get_task(base, id).await;
+        if done(&task) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "{what} within {secs} s: {task:#}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The sub-task results in a task's history.
+fn results(task: &Value) -> Vec<Value> {
+    let key = format!("{NS}/sub_task");
+    task["history"].as_array().into_iter().flatten().filter(|m| m["metadata"].get(&key).is_some()).cloned().collect()
+}
+
+fn substate(task: &Value) -> String {
+    task["metadata"][format!("{NS}/status")]["substate"].as_str().unwrap_or_default().to_string()
+}
+
+/// Delegates `brief` to agent "b" from a parked conversation on `a`: the parent's id and
+/// the sub-task's (from the reply's `task_ref`).
+async fn delegate(a: &HarnessProcess, brief: &str) -> (String, String) {
+    let parent = send(&a.base_url, None, "plan the trip").await;
+    let parent_id = parent["id"].as_str().unwrap().to_string();
+    let reply = send(&a.base_url, Some(&parent_id), &format!("/delegate b {brief}")).await;
+    let mark = &reply["status"]["message"]["metadata"][format!("{NS}/command")];
+    assert_eq!(mark["name"], "delegate", "{reply:#}");
+    let sub = mark["task_ref"].as_str().unwrap_or_else(|| panic!("a task_ref: {reply:#}")).to_string();
+    assert_eq!(reply["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(substate(&reply), "awaiting-subtasks", "{reply:#}");
+    (parent_id, sub)
+}
+
+/// What both paths must show: the parent records the result and waits for its next message
+/// again; the stand-in mirrors the remote task and names its parent; the remote agent got
+/// the brief from this agent.
+async fn check_result(
+    a: &HarnessProcess,
+    b: &HarnessProcess,
+    (parent, sub): (&str, &str),
+    brief: &str,
+    answer: &str,
+) -> String {
+    let done =
+        wait_for(&a.base_url, parent, "the sub-task's result in the parent", 60, |t| !results(t).is_empty()).await;
+    let result = &results(&done)[0];
+    let text = result["parts"][0]["text"].as_str().unwrap();
+    assert!(text.contains(sub) && text.contains(answer), "the framed result names the sub-task and its answer: {text}");
+    assert_eq!(result["role"], "ROLE_USER", "the model reads the result as input");
+    let mark = &result["metadata"][format!("{NS}/sub_task")];
+    let remote_id = mark["remote_task_id"].as_str().unwrap().to_string();
+    assert_eq!(mark["agent"], "b");
+    let parked =
+        wait_for(&a.base_url, parent, "the parent parked again", 10, |t| substate(t) == "awaiting-next-message").await;
+    assert_eq!(parked["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let data = &parked["metadata"][format!("{NS}/task")];
+    assert_eq!(data["sub_tasks"], json!([{"task_id": sub, "agent": "b"}]), "{data:#}");
+
+    let stand_in = get_task(&a.base_url, sub).await;
+    assert_eq!(stand_in["status"]["state"], "TASK_STATE_COMPLETED", "{stand_in:#}");
+    let sdata = &stand_in["metadata"][format!("{NS}/task")];
+    assert_eq!(sdata["parent_tasks"], json!([{"task_id": parent, "agent": null}]), "{sdata:#}");
+    assert_eq!(stand_in["contextId"], done["contextId"], "a sub-task shares its parent's context");
+
+    let remote = get_task(&b.base_url, &remote_id).await;
+    let brief_text = brief;
+    let brief = &remote["history"][0];
+    assert_eq!(brief["parts"][0]["text"], brief_text, "{remote:#}");
+    let participants = remote["metadata"][format!("{NS}/task")]["participants"].to_string();
+    assert!(participants.contains("agent-a"), "the brief came from agent-a: {participants}");
+    remote_id
+}
+
+/// The push configs on the remote task (ListTaskPushNotificationConfigs on `b`).
+async fn push_configs(b: &HarnessProcess, remote_id: &str) -> Vec<Value> {
+    let r = rpc(&b.base_url, "ListTaskPushNotificationConfigs", json!({"taskId": remote_id})).await;
+    assert!(r.get("error").is_none(), "{r}");
+    r["result"]["configs"].as_array().cloned().unwrap_or_default()
+}
+
+/// A remote model that works for about six seconds on a brief that says "slowly".
+const SLOW: &str = r#"
+[[reply]]
+when = "slowly"
+chunks = ["found ", "three ", "hotels ", "by ", "the ", "sea"]
+delay_ms = 1000
+
+[[reply]]
+chunks = ["fine"]
+"#;
+
+/// How many pushes a stand-in's workflow took (its `remote_push` updates).
+async fn pushes_taken(a: &HarnessProcess, sub: &str) -> usize {
+    let history = a
+        .temporal()
+        .await
+        .get_workflow_handle::<harness_workflow::TaskWorkflow>(sub)
+        .fetch_history(temporalio_client::WorkflowFetchHistoryOptions::default())
+        .to_json()
+        .await
+        .unwrap();
+    let history: Value = serde_json::from_slice(&history).unwrap();
+    history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["attributes"]["WorkflowExecutionUpdateAcceptedEventAttributes"]["accepted_request"]["input"]["name"]
+                == "remote_push"
+        })
+        .count()
+}
+
+/// Issue 19, S15: delegate, the remote harness works and answers, its pushes wake the
+/// stand-in (which mirrors the remote task's artifacts) and the parent sees the result.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delegated_sub_task_is_followed_by_push_and_its_result_reaches_the_parent() {
+    let (a, b) = pair(true, Some(SLOW)).await;
+    let (parent, sub) = delegate(&a, "find three hotels, slowly").await;
+    let ids = (parent.as_str(), sub.as_str());
+    let remote = check_result(&a, &b, ids, "find three hotels, slowly", "found three hotels by the sea").await;
+    let configs = push_configs(&b, &remote).await;
+    assert_eq!(configs.len(), 1, "{configs:?}");
+    let url = configs[0]["url"].as_str().unwrap();
+    assert_eq!(url, format!("{}/a2a/push/{sub}", a.base_url), "the callback names the stand-in");
+    assert!(pushes_taken(&a, &sub).await >= 1, "the remote agent's pushes woke the stand-in");
+    let stand_in = get_task(&a.base_url, &sub).await;
+    let mirrored = stand_in["artifacts"].to_string();
+    assert!(mirrored.contains("found three hotels by the sea"), "the remote artifacts are mirrored: {mirrored}");
+}
+
+/// Issue 19, S18: with the push route off the stand-in follows by subscribing.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_push_route_off_a_sub_task_is_followed_by_subscribing() {
+    let (a, b) = pair(false, Some(SLOW)).await;
+    let (parent, sub) = delegate(&a, "book a table, slowly").await;
+    let ids = (parent.as_str(), sub.as_str());
+    let remote = check_result(&a, &b, ids, "book a table, slowly", "found three hotels by the sea").await;
+    let mirrored = get_task(&a.base_url, &sub).await["artifacts"].to_string();
+    assert!(mirrored.contains("found three hotels by the sea"), "the remote artifacts are mirrored: {mirrored}");
+    assert!(push_configs(&b, &remote).await.is_empty(), "no push config without a push route");
+}
+
+/// The push config the stand-in registered on the remote task: (remote task id, token).
+async fn registered(b: &HarnessProcess, a: &HarnessProcess, sub: &str) -> (String, String) {
+    let stand_in = wait_for(&a.base_url, sub, "the remote task's id on the stand-in", 30, |t| {
+        t["metadata"][format!("{NS}/sub_task")]["task_id"].is_string()
+    })
+    .await;
+    let remote = stand_in["metadata"][format!("{NS}/sub_task")]["task_id"].as_str().unwrap().to_string();
+    let configs = push_configs(b, &remote).await;
+    let token = configs[0]["token"].as_str().expect("a token").to_string();
+    (remote, token)
+}
+
+/// S15 case by case: 413, 400, then every refusal (no token, a wrong token, no such
+/// stand-in, a body naming another remote task, a stand-in on another queue, an ended
+/// stand-in) is the same 401, byte for byte; the right token naming the followed task is 204
+/// and wakes the stand-in. Neither the token nor a body reaches a log.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_push_receiver_takes_only_the_registered_token_for_the_followed_task() {
+    let (a, b) = pair(true, Some(SLOW)).await;
+    let (_parent, sub) = delegate(&a, "find hotels slowly").await;
+    let (remote, token) = registered(&b, &a, &sub).await;
+    let http = reqwest::Client::new();
+    let post = |base: String, id: String, body: String, token: Option<String>| {
+        let mut r = http.post(format!("{base}/a2a/push/{id}")).header("content-type", "application/json").body(body);
+        if let Some(t) = token {
+            r = r.header("X-A2A-Notification-Token", t);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
+        }
+    };
+    let status = |task: &str, text: &str| {
+        json!({"statusUpdate": {"taskId": task, "contextId": "c", "status": {"state": "TASK_STATE_WORKING",
+            "message": {"messageId": "p1", "role": "ROLE_AGENT", "parts": [{"text": text}]}}}})
+        .to_string()
+    };
+    let good = status(&remote, "pushed by hand");
+    let (ab, bb) = (a.base_url.clone(), b.base_url.clone());
+    assert_eq!(post(ab.clone(), sub.clone(), "x".repeat(70 * 1024), Some(token.clone())).await.0, 413);
+    assert_eq!(post(ab.clone(), sub.clone(), "not json".into(), Some(token.clone())).await.0, 400);
+    let refusals = [
+        ("no token", post(ab.clone(), sub.clone(), good.clone(), None).await),
+        ("a wrong token", post(ab.clone(), sub.clone(), good.clone(), Some(format!("{token}x"))).await),
+        ("no such stand-in", post(ab.clone(), "no-such-task".into(), good.clone(), Some(token.clone())).await),
+        ("another remote task", post(ab.clone(), sub.clone(), status("other", "x"), Some(token.clone())).await),
+        ("a stand-in on another queue", post(bb.clone(), sub.clone(), good.clone(), Some(token.clone())).await),
+    ];
+    let first = refusals[0].1.clone();
+    assert_eq!(first.0, 401);
+    for (case, answer) in &refusals {
+        assert_eq!(answer, &first, "{case}: the same 401, byte for byte");
+    }
+    assert_eq!(get_task(&ab, &sub).await["status"]["state"], "TASK_STATE_WORKING", "no refusal changed the stand-in");
+    assert_eq!(post(ab.clone(), sub.clone(), good.clone(), Some(token.clone())).await.0, 204);
+    wait_for(&ab, &sub, "the pushed status mirrored", 10, |t| {
+        t["status"]["message"]["parts"][0]["text"] == "pushed by hand"
+    })
+    .await;
+    wait_for(&ab, &sub, "the stand-in ended", 60, |t| t["status"]["state"] == "TASK_STATE_COMPLETED").await;
+    let ended = post(ab.clone(), sub.clone(), good.clone(), Some(token.clone())).await;
+    assert_eq!(ended, first, "an ended stand-in: the same 401");
+    for log in [a.log(), b.log()] {
+        assert!(!log.contains(&token), "the push token is in a log");
+        assert!(!log.contains("pushed by hand"), "a push body is in a log");
+    }
+}
