@@ -18,6 +18,11 @@ fn agent(id: &str, port: u16) -> String {
 /// Two harnesses, each the other's remote agent: `a` names `b` as "b" and `b` names `a`
 /// as "a". `script` is the model of `b` (echo when `None`).
 async fn pair(push_route: bool, script: Option<&str>) -> (HarnessProcess, HarnessProcess) {
+    pair_with(push_route, script, HarnessOptions::default()).await
+}
+
+/// [`pair`], `a` started with `a_opts` (its port, id, push route and agents set here).
+async fn pair_with(push_route: bool, script: Option<&str>, a_opts: HarnessOptions) -> (HarnessProcess, HarnessProcess) {
     let (pa, pb) = (tiny_harness::temporal_dev::free_port(), tiny_harness::temporal_dev::free_port());
     let b = HarnessProcess::start(HarnessOptions {
         port: Some(pb),
@@ -29,10 +34,10 @@ async fn pair(push_route: bool, script: Option<&str>) -> (HarnessProcess, Harnes
     .await;
     let a = HarnessProcess::start(HarnessOptions {
         port: Some(pa),
-        agent_extra: "id = \"agent-a\"\n".into(),
-        server_extra: format!("push_route = {push_route}\n"),
-        extra_config: agent("b", pb),
-        ..Default::default()
+        agent_extra: format!("id = \"agent-a\"\n{}", a_opts.agent_extra),
+        server_extra: format!("push_route = {push_route}\nmonitor_interval_secs = 1\n{}", a_opts.server_extra),
+        extra_config: format!("{}{}", agent("b", pb), a_opts.extra_config),
+        ..a_opts
     })
     .await;
     (a, b)
@@ -276,5 +281,220 @@ async fn the_push_receiver_takes_only_the_registered_token_for_the_followed_task
     for log in [a.log(), b.log()] {
         assert!(!log.contains(&token), "the push token is in a log");
         assert!(!log.contains("pushed by hand"), "a push body is in a log");
+    }
+}
+
+/// Waits for the stand-in to follow its remote task, which is working: its id on `b`.
+async fn remote_working(a: &HarnessProcess, b: &HarnessProcess, sub: &str) -> String {
+    let stand_in = wait_for(&a.base_url, sub, "the stand-in following its remote task", 30, |t| {
+        t["metadata"][format!("{NS}/sub_task")]["task_id"].is_string()
+    })
+    .await;
+    let remote = stand_in["metadata"][format!("{NS}/sub_task")]["task_id"].as_str().unwrap().to_string();
+    wait_for(&b.base_url, &remote, "the remote task working", 30, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+        .await;
+    remote
+}
+
+/// Issue 19, S9: `/delegate` naming no configured agent, or with no brief, is refused
+/// naming what is wrong, on both bindings, and the parent is unchanged.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delegate_naming_no_configured_agent_or_no_brief_is_refused_and_starts_nothing() {
+    let (a, _b) = pair(true, None).await;
+    let parent = send(&a.base_url, None, "plan the trip").await;
+    let id = parent["id"].as_str().unwrap();
+    let before = get_task(&a.base_url, id).await;
+    for (text, says) in [
+        ("/delegate zed find hotels", "no remote agent `zed` is configured (agents: b"),
+        ("/delegate b", "/delegate b: the brief is empty"),
+        ("/delegate", "/delegate names no agent"),
+    ] {
+        let r = rpc(&a.base_url, "SendMessage", json!({"message": message(Some(id), text)})).await;
+        assert_eq!(r["error"]["code"], -32602, "{text}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap().contains(says), "{text}: {r}");
+        let rest = a
+            .client()
+            .rest(reqwest::Method::POST, "/message:send", Some(json!({"message": message(Some(id), text)}).to_string()))
+            .await;
+        assert_eq!(rest.status, 400, "{text}: {rest:?}");
+        assert!(rest.body["error"]["message"].as_str().unwrap().contains(says), "{text}: {rest:?}");
+    }
+    let after = get_task(&a.base_url, id).await;
+    assert_eq!(after["history"], before["history"], "nothing was added to the parent");
+    assert!(after["metadata"][format!("{NS}/task")].get("sub_tasks").is_none(), "{after:#}");
+}
+
+/// Issue 19, S8, S20: while a sub-task is open the monitor lists it with its remote state,
+/// and a control cannot complete the parent; cancelling the parent cancels the sub-task and
+/// its remote task.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_sub_task_shows_on_the_monitor_holds_a_control_and_is_cancelled_with_its_parent() {
+    let (a, b) = pair(true, Some(SLOW)).await;
+    let (parent, sub) = delegate(&a, "find hotels slowly").await;
+    let remote = remote_working(&a, &b, &sub).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let child = loop {
+        let snapshot: Value = reqwest::get(format!("{}/_monitor", a.base_url)).await.unwrap().json().await.unwrap();
+        let row = snapshot["running"].as_array().unwrap().iter().find(|r| r["task_id"] == parent.as_str()).cloned();
+        let child = row.map(|r| r["children"][0].clone()).filter(|c| c["state"] == "TASK_STATE_WORKING");
+        if let Some(child) = child {
+            break child;
+        }
+        assert!(Instant::now() < deadline, "the monitor lists the working child: {snapshot:#}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(child, json!({"task_id": sub, "agent": "b", "state": "TASK_STATE_WORKING", "remote_task_id": remote}));
+
+    let control = json!({"messageId": "ctl-1", "role": "ROLE_USER", "taskId": parent,
+        "metadata": {"participant_id": "alice"},
+        "parts": [{"data": {"kind": "control", "action": "complete"}, "mediaType": "application/vnd.tiny-harness.event+json"}]});
+    let r = rpc(&a.base_url, "SendMessage", json!({"message": control})).await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r:#}");
+    assert_eq!(substate(task), "awaiting-next-message");
+    let why = task["status"]["message"]["parts"][0]["text"].as_str().unwrap();
+    assert!(why.contains("sub-tasks are open") && why.contains(&sub), "{why}");
+
+    let r = rpc(&a.base_url, "CancelTask", json!({"id": parent})).await;
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+    wait_for(&a.base_url, &sub, "the sub-task canceled", 30, |t| t["status"]["state"] == "TASK_STATE_CANCELED").await;
+    wait_for(&b.base_url, &remote, "the remote task canceled", 30, |t| t["status"]["state"] == "TASK_STATE_CANCELED")
+        .await;
+}
+
+/// Issue 19: the parent's model reads the sub-task's result on its next turn (an openai
+/// model against the local endpoint, which records what it was sent).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_parent_s_model_reads_the_sub_task_s_result_on_its_next_turn() {
+    let mock = contract_tests::openai_mock::MockOpenAi::start().await;
+    let a_opts = HarnessOptions {
+        agent_extra: "model = \"gpt\"\n".into(),
+        extra_config: format!(
+            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-model\"\nkeyless = true\n",
+            mock.base_url
+        ),
+        ..Default::default()
+    };
+    let (a, b) = pair_with(true, None, a_opts).await;
+    let (parent, sub) = delegate(&a, "find three hotels").await;
+    check_result(&a, &b, (&parent, &sub), "find three hotels", "echo: find three hotels").await;
+    send(&a.base_url, Some(&parent), "what did you find?").await;
+    let last = mock.seen().last().expect("a request").body.clone();
+    let said: Vec<String> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let result = said.iter().find(|m| m.contains(&format!("[sub-task {sub}"))).unwrap_or_else(|| panic!("{last:#}"));
+    assert!(result.contains("echo: find three hotels"), "{result}");
+    assert!(!said.iter().any(|m| m.contains("/delegate")), "the command never reaches the model: {said:?}");
+}
+
+/// Durability (issue 19): the delegating harness is SIGKILLed while the remote agent works
+/// and comes back: the remote's result still reaches the parent.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_result_arrives_after_the_delegating_harness_is_sigkilled_and_restarted() {
+    let (mut a, b) = pair(true, Some(SLOW)).await;
+    let (parent, sub) = delegate(&a, "find hotels slowly").await;
+    remote_working(&a, &b, &sub).await;
+    a.kill9();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    a.restart().await;
+    let ids = (parent.as_str(), sub.as_str());
+    check_result(&a, &b, ids, "find hotels slowly", "found three hotels by the sea").await;
+}
+
+/// Durability (issue 19): the remote harness is SIGKILLed while it works and comes back; the
+/// stand-in follows it again, by push and by subscribing, and the result reaches the parent.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stand_in_follows_the_remote_again_after_the_remote_harness_is_sigkilled_and_restarted() {
+    for push_route in [true, false] {
+        let (a, mut b) = pair(push_route, Some(SLOW)).await;
+        let (parent, sub) = delegate(&a, "find hotels slowly").await;
+        remote_working(&a, &b, &sub).await;
+        b.kill9();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        b.restart().await;
+        let ids = (parent.as_str(), sub.as_str());
+        check_result(&a, &b, ids, "find hotels slowly", "found three hotels by the sea").await;
+    }
+}
+
+/// The interop venv's Python (`cargo xtask test` builds it; TINY_HARNESS_INTEROP_PYTHON).
+fn python() -> std::path::PathBuf {
+    std::env::var("TINY_HARNESS_INTEROP_PYTHON").map(Into::into).unwrap_or_else(|_| {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/interop-venv/bin/python")
+    })
+}
+
+/// The a2a-sdk agent of `interop/remote_agent.py` on a free port, until dropped.
+struct PythonAgent {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl PythonAgent {
+    async fn start(push: bool) -> Self {
+        let port = tiny_harness::temporal_dev::free_port();
+        let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("interop/remote_agent.py");
+        let mut command = std::process::Command::new(python());
+        command.arg(script).arg("--port").arg(port.to_string());
+        if !push {
+            command.arg("--no-push");
+        }
+        let child = command.spawn().expect("start the python agent");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let card = format!("http://127.0.0.1:{port}/.well-known/agent-card.json");
+        while reqwest::get(&card).await.map_or(true, |r| !r.status().is_success()) {
+            assert!(Instant::now() < deadline, "the python agent did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Self { child, port }
+    }
+}
+
+impl Drop for PythonAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue 19: the remote agent is the official Python SDK's server (an agent this project
+/// did not write), followed by push and, when it does not push, by subscribing; twice each,
+/// so the second delegation revalidates the cached card.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sub_task_on_an_a2a_sdk_python_agent_is_followed_by_push_and_by_subscribing() {
+    for push in [true, false] {
+        let agent = PythonAgent::start(push).await;
+        let a = HarnessProcess::start(HarnessOptions {
+            agent_extra: "id = \"agent-a\"\n".into(),
+            extra_config: format!(
+                "[[agents]]\nid = \"py\"\nurl = \"http://127.0.0.1:{}/.well-known/agent-card.json\"\n",
+                agent.port
+            ),
+            ..Default::default()
+        })
+        .await;
+        for brief in ["count the stars", "name the planets"] {
+            let parent = send(&a.base_url, None, "plan the trip").await;
+            let parent = parent["id"].as_str().unwrap().to_string();
+            let reply = send(&a.base_url, Some(&parent), &format!("/delegate py {brief}")).await;
+            let sub = reply["status"]["message"]["metadata"][format!("{NS}/command")]["task_ref"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{reply:#}"))
+                .to_string();
+            let done =
+                wait_for(&a.base_url, &parent, "the python agent's result", 60, |t| !results(t).is_empty()).await;
+            let result = results(&done)[0]["parts"][0]["text"].as_str().unwrap().to_string();
+            assert!(result.contains(&format!("python agent did: {brief}")), "push {push}: {result}");
+            assert!(result.contains("TASK_STATE_COMPLETED"), "{result}");
+            let stand_in = get_task(&a.base_url, &sub).await;
+            assert_eq!(stand_in["status"]["state"], "TASK_STATE_COMPLETED", "{stand_in:#}");
+            assert!(stand_in["artifacts"].to_string().contains("python agent did"), "{stand_in:#}");
+            let pushes = pushes_taken(&a, &sub).await;
+            assert_eq!(pushes > 0, push, "push {push}: {pushes} pushes taken");
+        }
     }
 }

@@ -463,3 +463,75 @@ fn retry(why: String) -> ActivityError {
 fn fatal(why: String) -> ActivityError {
     ActivityError::application(ApplicationFailure::non_retryable(why))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A card server over a raw socket: answers `card` with an ETag, and 304 to a request
+    /// that names it; returns its URL and the requests' `If-None-Match` values.
+    async fn card_server(card: serde_json::Value) -> (String, std::sync::Arc<Mutex<Vec<Option<String>>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/.well-known/agent-card.json", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 8192];
+                let n = socket.read(&mut buf).await.unwrap();
+                let head = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+                let tag = head.lines().find_map(|l| l.strip_prefix("if-none-match: ").map(|v| v.trim().to_string()));
+                log.lock().unwrap().push(tag.clone());
+                let body = card.to_string();
+                let answer = if tag.as_deref() == Some("\"v1\"") {
+                    "HTTP/1.1 304 Not Modified\r\netag: \"v1\"\r\nconnection: close\r\n\r\n".to_string()
+                } else {
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\netag: \"v1\"\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                };
+                socket.write_all(answer.as_bytes()).await.unwrap();
+            }
+        });
+        (url, seen)
+    }
+
+    fn remotes(url: &str) -> Remotes {
+        let agent = RemoteAgent { id: "peer".into(), card_url: url.into(), headers: Vec::new() };
+        Remotes::new(vec![agent], None, "me".into())
+    }
+
+    /// Issue 19: a card is fetched once and then revalidated with its ETag; a 304 keeps it.
+    #[tokio::test]
+    async fn a_card_is_cached_with_its_etag_and_revalidated() {
+        let card = serde_json::json!({"name": "peer", "supportedInterfaces": [
+            {"url": "http://x/a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]});
+        let (url, seen) = card_server(card).await;
+        let r = remotes(&url);
+        let agent = r.agent("peer").unwrap().clone();
+        assert_eq!(r.card(&agent).await.unwrap().name, "peer");
+        assert_eq!(r.card(&agent).await.unwrap().name, "peer", "the 304 answers with the cached card");
+        assert_eq!(*seen.lock().unwrap(), vec![None, Some("\"v1\"".to_string())]);
+        let endpoint = endpoint("peer", &r.card(&agent).await.unwrap()).unwrap();
+        assert_eq!(endpoint, Endpoint { url: "http://x/a2a/rest".into(), binding: Binding::Rest });
+    }
+
+    /// Issue 19: a card with no A2A 1.0 interface this harness speaks is refused naming what
+    /// it offers; an unconfigured agent is refused naming the configured ones.
+    #[tokio::test]
+    async fn a_card_without_a_1_0_interface_and_an_unknown_agent_are_refused_naming_why() {
+        let card = serde_json::json!({"name": "old", "supportedInterfaces": [
+            {"url": "http://x/", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://x/", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}]});
+        let (url, _) = card_server(card).await;
+        let r = remotes(&url);
+        let agent = r.agent("peer").unwrap().clone();
+        let why = format!("{:?}", r.card(&agent).await.unwrap_err());
+        assert!(why.contains("offers no A2A 1.0 interface") && why.contains("GRPC 1.0, JSONRPC 0.3"), "{why}");
+        let why = format!("{:?}", r.agent("zed").unwrap_err());
+        assert!(why.contains("no remote agent `zed` is configured (configured: peer)"), "{why}");
+    }
+}

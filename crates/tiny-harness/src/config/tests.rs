@@ -120,3 +120,45 @@ fn openai_models_are_checked_naming_the_key_and_their_keys_are_redacted() {
     let err = bad.settings("gpt", None).unwrap_err().to_string();
     assert!(err.contains("`models.gpt.base_url`") && err.contains("http or https"), "{err}");
 }
+
+/// Issue 19: `[[agents]]` entries are checked when the harness is built, each refusal naming
+/// the key and the agent; the credentials the headers read are redacted like any secret.
+#[test]
+fn remote_agents_are_checked_naming_the_key_and_their_credentials_are_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.toml");
+    let agent = |body: &str| format!("[[agents]]\n{body}\n");
+    let build = |text: String| {
+        std::fs::write(&path, text).unwrap();
+        let c = Config::from_file(&path, dir.path())?;
+        crate::Harness::new(c.clone()).map(|_| c)
+    };
+    let cases = [
+        (agent("id = \"Peer\"\nurl = \"http://x/card\""), "`agents.id` = `Peer`"),
+        (agent("id = \"peer\"\nurl = \"ftp://x/card\""), "`agents.url` of agent `peer` must be http or https"),
+        (agent("id = \"peer\"\nurl = \"not a url\""), "`agents.url` of agent `peer`"),
+        (
+            agent("id = \"peer\"\nurl = \"http://x/card\"\nheaders_env = { Authorization = \"TH_TEST_UNSET_VAR\" }"),
+            "`agents.headers_env.Authorization` of agent `peer` names the environment variable TH_TEST_UNSET_VAR",
+        ),
+        (
+            format!(
+                "{}{}",
+                agent("id = \"peer\"\nurl = \"http://x/card\""),
+                agent("id = \"peer\"\nurl = \"http://y/card\"")
+            ),
+            "agent `peer` is configured twice",
+        ),
+        (agent("id = \"peer\"\nurl = \"http://x/card\"\ntoken = \"x\""), "unknown field `token`"),
+    ];
+    for (text, says) in cases {
+        let err = build(text.clone()).err().unwrap_or_else(|| panic!("refused: {text}")).to_string();
+        assert!(err.contains(says), "{text}\n{err}");
+    }
+    // SAFETY: a variable only this test reads.
+    unsafe { std::env::set_var("TH_TEST_PEER_AUTH", "Bearer peer-secret-123") };
+    let c =
+        build(agent("id = \"peer\"\nurl = \"http://x/card\"\nheaders_env = { Authorization = \"TH_TEST_PEER_AUTH\" }"))
+            .unwrap();
+    assert!(c.secret_values().contains(&"Bearer peer-secret-123".to_string()));
+}
