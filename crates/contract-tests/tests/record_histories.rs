@@ -203,3 +203,75 @@ fn as_alice(parts: serde_json::Value, task: Option<&str>) -> serde_json::Value {
     }
     m
 }
+
+/// Issue 19: a parent that delegates, gets the result and completes; its stand-in followed
+/// by push; one followed by subscribing; a parent cancelled with its sub-task open, and that
+/// stand-in. The remote agent is another harness (echo, or a slow script).
+#[tokio::test]
+#[ignore = "writes the replay fixtures; run with `cargo xtask histories`"]
+async fn record_delegation_histories() {
+    const SLOW: &str = "[[reply]]\nwhen = \"slowly\"\nchunks = [\"a \", \"b \", \"c\"]\ndelay_ms = 1500\n\n[[reply]]\nchunks = [\"fine\"]\n";
+    let b = HarnessProcess::start(HarnessOptions { script: Some(SLOW.into()), ..Default::default() }).await;
+    let agents = format!("[[agents]]\nid = \"b\"\nurl = \"{}/.well-known/agent-card.json\"\n", b.base_url);
+    let rpc = |base: String, method: &'static str, params: serde_json::Value| async move {
+        contract_tests::rpc_as(&base, None, method, params).await
+    };
+    let msg = |task: Option<&str>, text: &str| {
+        let mut m = user_text(text);
+        m["metadata"] = json!({"participant_id": "alice"});
+        if let Some(t) = task {
+            m["taskId"] = json!(t);
+        }
+        json!({"message": m})
+    };
+    let results = |task: &serde_json::Value| task["history"].to_string().contains("/sub_task");
+    for push_route in [true, false] {
+        let a = HarnessProcess::start(HarnessOptions {
+            linger_secs: 0,
+            server_extra: format!("push_route = {push_route}\n"),
+            extra_config: agents.clone(),
+            ..Default::default()
+        })
+        .await;
+        let base = a.base_url.clone();
+        let parent = rpc(base.clone(), "SendMessage", msg(None, "plan")).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let reply = rpc(base.clone(), "SendMessage", msg(Some(&parent), "/delegate b find it slowly")).await;
+        let sub =
+            reply["result"]["task"]["status"]["message"]["metadata"]["io.github.madarauchiha-314.tiny-harness/command"]
+                ["task_ref"]
+                .as_str()
+                .unwrap()
+                .to_string();
+        for _ in 0..300 {
+            if results(&rpc(base.clone(), "GetTask", json!({"id": parent})).await["result"]) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let control = json!({"message": {"messageId": "ctl", "role": "ROLE_USER", "taskId": parent,
+            "metadata": {"participant_id": "alice"}, "parts": [{"data": {"kind": "control", "action": "complete"}}]}});
+        rpc(base.clone(), "SendMessage", control).await;
+        let path = if push_route { "push" } else { "subscribe" };
+        save(&a, &sub, &format!("delegation-stand-in-{path}")).await;
+        if push_route {
+            save(&a, &parent, "delegation-parent-completed").await;
+            let parent = rpc(base.clone(), "SendMessage", msg(None, "plan again")).await["result"]["task"]["id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let reply = rpc(base.clone(), "SendMessage", msg(Some(&parent), "/delegate b more slowly")).await;
+            let sub = reply["result"]["task"]["status"]["message"]["metadata"]
+                ["io.github.madarauchiha-314.tiny-harness/command"]["task_ref"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            rpc(base.clone(), "CancelTask", json!({"id": parent})).await;
+            save(&a, &parent, "delegation-parent-canceled").await;
+            save(&a, &sub, "delegation-stand-in-canceled").await;
+        }
+    }
+}
