@@ -344,6 +344,13 @@ async fn an_open_sub_task_shows_on_the_monitor_holds_a_control_and_is_cancelled_
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
     assert_eq!(child, json!({"task_id": sub, "agent": "b", "state": "TASK_STATE_WORKING", "remote_task_id": remote}));
+    let status = send(&a.base_url, Some(&parent), "/status").await;
+    let said = status["status"]["message"]["parts"][0]["text"].as_str().unwrap().to_string();
+    assert!(said.contains(&format!("open sub-tasks: {sub}")) && said.contains("awaiting-subtasks"), "{said}");
+    let r = rpc(&a.base_url, "SendMessage", json!({"message": message(Some(&sub), "hello stand-in")})).await;
+    assert_eq!(r["error"]["code"], -32004, "a stand-in takes no messages: {r}");
+    let why = r["error"]["message"].as_str().unwrap();
+    assert!(why.contains("stand-in") && why.contains(&parent), "{why}");
 
     let control = json!({"messageId": "ctl-1", "role": "ROLE_USER", "taskId": parent,
         "metadata": {"participant_id": "alice"},
@@ -497,4 +504,23 @@ async fn a_sub_task_on_an_a2a_sdk_python_agent_is_followed_by_push_and_by_subscr
             assert_eq!(pushes > 0, push, "push {push}: {pushes} pushes taken");
         }
     }
+}
+
+/// Issue 19: a one-shot task does not complete while its sub-task is open: its turn parks it
+/// awaiting-subtasks, and the turn after the result completes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_shot_task_waits_for_its_open_sub_task_before_it_completes() {
+    let (a, _b) = pair_with(true, Some(SLOW), HarnessOptions { lifecycle: "one-shot", ..Default::default() }).await;
+    let opened = send(&a.base_url, None, "/delegate b find it slowly").await;
+    let parent = opened["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        (opened["status"]["state"].as_str(), substate(&opened)),
+        (Some("TASK_STATE_INPUT_REQUIRED"), "awaiting-subtasks".into())
+    );
+    let meanwhile = send(&a.base_url, Some(&parent), "how is it going?").await;
+    assert_eq!(meanwhile["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{meanwhile:#}");
+    assert_eq!(substate(&meanwhile), "awaiting-subtasks");
+    wait_for(&a.base_url, &parent, "the result", 60, |t| !results(t).is_empty()).await;
+    let done = send(&a.base_url, Some(&parent), "so?").await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done:#}");
 }

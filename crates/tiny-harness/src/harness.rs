@@ -272,7 +272,11 @@ impl Harness {
         let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone())
             .with_commands(self.inner.commands.clone());
         let activities = match self.remotes() {
-            Some(remotes) => activities.with_remotes(remotes),
+            Some(remotes) => {
+                let check = remotes.clone();
+                tokio::spawn(async move { check.check_cards().await });
+                activities.with_remotes(remotes)
+            }
             None => activities,
         };
         let worker = if config.temporal.worker {

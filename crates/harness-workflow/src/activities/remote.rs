@@ -81,6 +81,20 @@ impl Remotes {
         }
     }
 
+    /// Fetches and checks every agent's card once (at start): a warning names each agent
+    /// whose card cannot be read or offers no interface this harness speaks.
+    pub async fn check_cards(&self) {
+        for id in self.ids() {
+            let Some(agent) = self.agents.get(&id) else { continue };
+            match self.card(agent).await {
+                Ok(card) => tracing::info!(agent = %id, name = %card.name, "remote agent's card checked"),
+                Err(e) => {
+                    tracing::warn!(agent = %id, url = %agent.card_url, why = ?e, "remote agent's card not usable (yet): /delegate to it fails until it is")
+                }
+            }
+        }
+    }
+
     /// The configured agent ids, sorted.
     pub fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.agents.keys().cloned().collect();

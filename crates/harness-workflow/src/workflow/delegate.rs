@@ -111,6 +111,8 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
     let opened_at = timestamp(ctx.workflow_time());
     let task = ctx.state_mut(|s| {
         s.head.status.timestamp = opened_at;
+        // The store's access list: the parent's participants may read and cancel it (S13).
+        s.changed_participants = Some(s.participants().into_iter().map(|p| (p.id, p.role)).collect());
         s.live_task()
     });
     let head = task.head();

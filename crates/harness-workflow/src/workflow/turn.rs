@@ -333,7 +333,14 @@ async fn end_turn(
     }
     // A direct reply's client tracks no task: nothing would ever continue it.
     let lifecycle = if direct { Lifecycle::OneShot } else { ctx.state(|s| s.input.lifecycle) };
+    // A one-shot with an open sub-task does not end before its result (issue 19): it parks
+    // awaiting-subtasks, and its next message takes the result into a turn.
+    let waits = ctx.state(|s| !s.open_sub_tasks().is_empty());
     match lifecycle {
+        Lifecycle::OneShot if waits => {
+            set_status(ctx, TaskState::InputRequired, reply_message, Some(crate::AWAITING_SUBTASKS)).await?;
+            Ok(Flow::Next)
+        }
         Lifecycle::OneShot => {
             set_status(ctx, TaskState::Completed, reply_message, None).await?;
             Ok(Flow::End)
