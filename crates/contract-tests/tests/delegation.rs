@@ -524,3 +524,23 @@ async fn a_one_shot_task_waits_for_its_open_sub_task_before_it_completes() {
     let done = send(&a.base_url, Some(&parent), "so?").await;
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done:#}");
 }
+
+/// Issue 19: an agent whose card offers no interface this harness speaks fails its sub-task,
+/// and the parent's result says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_agent_with_an_unusable_card_fails_the_sub_task_saying_why() {
+    let b = HarnessProcess::start(HarnessOptions::default()).await;
+    let a = HarnessProcess::start(HarnessOptions {
+        // A JSON document that is no agent card of A2A 1.0 (the remote's OpenAPI document).
+        extra_config: format!("[[agents]]\nid = \"odd\"\nurl = \"{}/openapi.json\"\n", b.base_url),
+        ..Default::default()
+    })
+    .await;
+    let parent = send(&a.base_url, None, "plan").await["id"].as_str().unwrap().to_string();
+    let reply = send(&a.base_url, Some(&parent), "/delegate odd find hotels").await;
+    let sub = reply["status"]["message"]["metadata"][format!("{NS}/command")]["task_ref"].as_str().unwrap().to_string();
+    let done = wait_for(&a.base_url, &parent, "the failed result", 60, |t| !results(t).is_empty()).await;
+    let result = results(&done)[0]["parts"][0]["text"].as_str().unwrap().to_string();
+    assert!(result.contains("TASK_STATE_FAILED") && result.contains("offers no A2A 1.0 interface"), "{result}");
+    assert_eq!(get_task(&a.base_url, &sub).await["status"]["state"], "TASK_STATE_FAILED");
+}
