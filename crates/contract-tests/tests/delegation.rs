@@ -544,3 +544,25 @@ async fn a_remote_agent_with_an_unusable_card_fails_the_sub_task_saying_why() {
     assert!(result.contains("TASK_STATE_FAILED") && result.contains("offers no A2A 1.0 interface"), "{result}");
     assert_eq!(get_task(&a.base_url, &sub).await["status"]["state"], "TASK_STATE_FAILED");
 }
+
+/// Issue 19: a parent that ends otherwise than by a completion (here its model fails a
+/// one-shot) cancels its open sub-task, and the sub-task its remote task.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parent_that_fails_cancels_its_open_sub_task_and_the_remote_task() {
+    let a_opts = HarnessOptions {
+        lifecycle: "one-shot",
+        script: Some(
+            "[[reply]]\nwhen = \"explode\"\nfail = \"the model broke\"\n\n[[reply]]\nchunks = [\"ok\"]\n".into(),
+        ),
+        ..Default::default()
+    };
+    let (a, b) = pair_with(true, Some(SLOW), a_opts).await;
+    let parent = send(&a.base_url, None, "/delegate b find it slowly").await["id"].as_str().unwrap().to_string();
+    let sub = format!("{parent}-sub-1");
+    let remote = remote_working(&a, &b, &sub).await;
+    let failed = send(&a.base_url, Some(&parent), "explode").await;
+    assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED", "{failed:#}");
+    wait_for(&a.base_url, &sub, "the sub-task canceled", 30, |t| t["status"]["state"] == "TASK_STATE_CANCELED").await;
+    wait_for(&b.base_url, &remote, "the remote task canceled", 30, |t| t["status"]["state"] == "TASK_STATE_CANCELED")
+        .await;
+}

@@ -177,6 +177,9 @@ impl TaskWorkflow {
                 }
             }
         }
+        // However the task ended (cancelled, failed, completed by its provider or its
+        // assignee), a sub-task still open has no one to report to: it is cancelled.
+        delegate::cancel_children(ctx).await;
         Self::linger(ctx).await
     }
 

@@ -94,11 +94,11 @@ pub(super) async fn sub_result(ctx: &WorkflowContext<TaskWorkflow>, result: SubT
     super::dispatch::emit_unchanged(ctx, message, vec![(sub_task_ext_key(), mark)], true).await
 }
 
-/// A cancelled parent cancels its open sub-tasks (each cancels its remote task).
+/// A parent that ended cancels its open sub-tasks (each cancels its remote task).
 pub(super) async fn cancel_children(ctx: &WorkflowContext<TaskWorkflow>) {
     let open = ctx.state(|s| s.open_sub_tasks());
     for id in open {
-        let reason = CancelRequest { reason: "its parent task was canceled".into() };
+        let reason = CancelRequest { reason: "its parent task ended".into() };
         let signal = ctx.external_workflow(id, None).signal(TaskWorkflow::cancel, reason, Default::default());
         // A stand-in that ended meanwhile cannot be signalled: nothing to cancel.
         let _ = signal.await;

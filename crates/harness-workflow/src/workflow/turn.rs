@@ -180,7 +180,6 @@ pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
     }
     ctx.wait_condition(|s| s.has_work()).await?;
     if ctx.state(|s| s.cancel.is_some()) {
-        super::delegate::cancel_children(ctx).await;
         set_status(ctx, TaskState::Canceled, None, None).await?;
         return Ok(Flow::End);
     }
@@ -221,7 +220,6 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         Ok(result) => result,
         // Cancel cut the turn (S6): the store's terminal fence stops any late chunk.
         Err(Cut::Cancel) => {
-            super::delegate::cancel_children(ctx).await;
             set_status(ctx, TaskState::Canceled, None, None).await?;
             return Ok(Flow::End);
         }
@@ -235,7 +233,6 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
             end_turn(ctx, turn, artifact_id, reply, &item).await
         }
         Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.cancel.is_some()) => {
-            super::delegate::cancel_children(ctx).await;
             set_status(ctx, TaskState::Canceled, None, None).await?;
             Ok(Flow::End)
         }
