@@ -3,7 +3,8 @@ delegation tests (issue 19): the harness's stand-in is checked against an A2A se
 project did not write.
 
 It answers every task after about two seconds: WORKING, an artifact, COMPLETED with the
-answer as the status message. Usage: python remote_agent.py --port P [--no-push]
+answer as the status message. Usage: python remote_agent.py --port P [--no-push] [--rest] [--no-stream]
+(`--rest`: its card offers HTTP+JSON only, instead of JSON-RPC only).
 """
 
 import argparse
@@ -17,7 +18,7 @@ from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import BasePushNotificationSender, InMemoryPushNotificationConfigStore, InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 
@@ -46,6 +47,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--no-push", action="store_true")
+    parser.add_argument("--rest", action="store_true")
+    parser.add_argument("--no-stream", action="store_true")
     args = parser.parse_args()
     push = not args.no_push
     base = f"http://127.0.0.1:{args.port}"
@@ -53,8 +56,12 @@ def main() -> None:
         name="python-remote",
         description="An a2a-sdk agent that answers after two seconds",
         version="1.0.0",
-        supported_interfaces=[AgentInterface(url=f"{base}/a2a/jsonrpc", protocol_binding="JSONRPC", protocol_version="1.0")],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=push),
+        supported_interfaces=[
+            AgentInterface(url=f"{base}/a2a/rest", protocol_binding="HTTP+JSON", protocol_version="1.0")
+            if args.rest
+            else AgentInterface(url=f"{base}/a2a/jsonrpc", protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
+        capabilities=AgentCapabilities(streaming=not args.no_stream, push_notifications=push),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="work", name="work", description="does what it is asked", tags=["test"])],
@@ -68,7 +75,10 @@ def main() -> None:
         push_config_store=config_store,
         push_sender=sender,
     )
-    routes = create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/a2a/jsonrpc")
+    if args.rest:
+        routes = create_agent_card_routes(card) + create_rest_routes(handler, path_prefix="/a2a/rest")
+    else:
+        routes = create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/a2a/jsonrpc")
     uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=args.port, log_level="warning")
 
 

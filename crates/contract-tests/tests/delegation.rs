@@ -103,6 +103,19 @@ async fn delegate(a: &HarnessProcess, brief: &str) -> (String, String) {
     let sub = mark["task_ref"].as_str().unwrap_or_else(|| panic!("a task_ref: {reply:#}")).to_string();
     assert_eq!(reply["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(substate(&reply), "awaiting-subtasks", "{reply:#}");
+    // S9: on the log, the reply is a status update with `{"command": "delegate", "task_ref"}`.
+    let r = rpc(&a.base_url, "GetTask", json!({"id": sub})).await;
+    assert!(r.get("error").is_none(), "the sub-task exists: {r}");
+    let mut events = a.client().open_stream(&format!("/tasks/{parent_id}:subscribe"), None, json!({})).await;
+    loop {
+        let event = events.next().await.expect("the reply on the parent's log");
+        let update = &event["statusUpdate"];
+        if update["metadata"]["command"] == "delegate" {
+            assert_eq!(update["metadata"]["task_ref"], sub.as_str(), "{event}");
+            assert_eq!(update["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{event}");
+            break;
+        }
+    }
     (parent_id, sub)
 }
 
@@ -442,13 +455,19 @@ struct PythonAgent {
 }
 
 impl PythonAgent {
-    async fn start(push: bool) -> Self {
+    async fn start(push: bool, rest: bool, stream: bool) -> Self {
         let port = tiny_harness::temporal_dev::free_port();
         let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("interop/remote_agent.py");
         let mut command = std::process::Command::new(python());
         command.arg(script).arg("--port").arg(port.to_string());
         if !push {
             command.arg("--no-push");
+        }
+        if rest {
+            command.arg("--rest");
+        }
+        if !stream {
+            command.arg("--no-stream");
         }
         let child = command.spawn().expect("start the python agent");
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -469,12 +488,15 @@ impl Drop for PythonAgent {
 }
 
 /// Issue 19: the remote agent is the official Python SDK's server (an agent this project
-/// did not write), followed by push and, when it does not push, by subscribing; twice each,
-/// so the second delegation revalidates the cached card.
+/// did not write), over JSON-RPC and over HTTP+JSON, followed by push and, when it does not
+/// push, by subscribing, and when it does neither, by reading; twice each, so the second
+/// delegation revalidates the cached card.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sub_task_on_an_a2a_sdk_python_agent_is_followed_by_push_and_by_subscribing() {
-    for push in [true, false] {
-        let agent = PythonAgent::start(push).await;
+    let ways =
+        [(true, false, true), (false, false, true), (true, true, true), (false, true, true), (false, false, false)];
+    for (push, rest, stream) in ways {
+        let agent = PythonAgent::start(push, rest, stream).await;
         let a = HarnessProcess::start(HarnessOptions {
             agent_extra: "id = \"agent-a\"\n".into(),
             extra_config: format!(
@@ -495,7 +517,7 @@ async fn a_sub_task_on_an_a2a_sdk_python_agent_is_followed_by_push_and_by_subscr
             let done =
                 wait_for(&a.base_url, &parent, "the python agent's result", 60, |t| !results(t).is_empty()).await;
             let result = results(&done)[0]["parts"][0]["text"].as_str().unwrap().to_string();
-            assert!(result.contains(&format!("python agent did: {brief}")), "push {push}: {result}");
+            assert!(result.contains(&format!("python agent did: {brief}")), "push {push}, rest {rest}: {result}");
             assert!(result.contains("TASK_STATE_COMPLETED"), "{result}");
             let stand_in = get_task(&a.base_url, &sub).await;
             assert_eq!(stand_in["status"]["state"], "TASK_STATE_COMPLETED", "{stand_in:#}");

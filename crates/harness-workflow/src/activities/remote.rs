@@ -61,6 +61,8 @@ enum Binding {
 const SUBSCRIBE_FOR: Duration = Duration::from_secs(60);
 /// How often a look by subscribing heartbeats.
 const HEARTBEAT: Duration = Duration::from_secs(3);
+/// How often a remote task that can be neither pushed nor subscribed to is read.
+const POLL_EVERY: Duration = Duration::from_secs(2);
 /// How long a subscription waits for more of a burst of events before it reads the task.
 const BURST: Duration = Duration::from_millis(100);
 /// One request to a remote agent.
@@ -258,7 +260,21 @@ impl Remotes {
                 return Ok(seen);
             }
         }
-        self.get(agent, &endpoint, &input.remote_task_id).await
+        let mut now = self.get(agent, &endpoint, &input.remote_task_id).await?;
+        if input.subscribe {
+            // An agent that neither pushes nor streams (or refused the subscription) is read
+            // every POLL_EVERY until it changes.
+            let deadline = tokio::time::Instant::now() + SUBSCRIBE_FOR;
+            while !changed(&input.seen, &now) && tokio::time::Instant::now() < deadline {
+                tokio::select! {
+                    _ = tokio::time::sleep(POLL_EVERY) => {}
+                    _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
+                }
+                let _ = ctx.record_heartbeat(0u32).await;
+                now = self.get(agent, &endpoint, &input.remote_task_id).await?;
+            }
+        }
+        Ok(now)
     }
 
     async fn get(&self, agent: &RemoteAgent, endpoint: &Endpoint, id: &str) -> Result<Observation, ActivityError> {
