@@ -588,3 +588,19 @@ async fn a_parent_that_fails_cancels_its_open_sub_task_and_the_remote_task() {
     wait_for(&b.base_url, &remote, "the remote task canceled", 30, |t| t["status"]["state"] == "TASK_STATE_CANCELED")
         .await;
 }
+
+/// Issue 19: the parent's framed result carries at most 500 characters of the answer; the
+/// stand-in keeps the whole answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_answer_reaches_the_parent_as_a_summary_of_500_characters() {
+    let (a, _b) = pair(true, None).await;
+    let brief = "y".repeat(700);
+    let (parent, sub) = delegate(&a, &brief).await;
+    let done = wait_for(&a.base_url, &parent, "the result", 60, |t| !results(t).is_empty()).await;
+    let text = results(&done)[0]["parts"][0]["text"].as_str().unwrap().to_string();
+    let summary = text.split_once("] ").unwrap().1;
+    assert_eq!(summary.chars().count(), 500, "{text}");
+    assert!(format!("echo: {brief}").starts_with(summary));
+    let whole = get_task(&a.base_url, &sub).await["status"]["message"]["parts"][0]["text"].clone();
+    assert_eq!(whole, format!("echo: {brief}"));
+}
