@@ -100,6 +100,8 @@ pub struct HarnessOptions {
     pub agent_extra: String,
     /// The port to serve on (default: a free one), e.g. one another harness's config names.
     pub port: Option<u16>,
+    /// The task queue (default: one of its own), e.g. one another instance serves too.
+    pub task_queue: Option<String>,
 }
 
 impl Default for HarnessOptions {
@@ -121,6 +123,7 @@ impl Default for HarnessOptions {
             server_extra: String::new(),
             agent_extra: String::new(),
             port: None,
+            task_queue: None,
         }
     }
 }
@@ -147,7 +150,7 @@ impl HarnessProcess {
     pub async fn start(opts: HarnessOptions) -> Self {
         let data_dir = tempfile::tempdir().expect("tempdir");
         let port = opts.port.unwrap_or_else(tiny_harness::temporal_dev::free_port);
-        let task_queue = format!("test-{}", uuid_like());
+        let task_queue = opts.task_queue.clone().unwrap_or_else(|| format!("test-{}", uuid_like()));
         let temporal_at = if opts.embedded {
             "mode = \"embedded\"".to_string()
         } else {
@@ -317,7 +320,7 @@ impl Drop for HarnessProcess {
     }
 }
 
-fn uuid_like() -> String {
+pub fn uuid_like() -> String {
     format!("{:x}{:x}", std::process::id(), Instant::now().elapsed().as_nanos() ^ rand_seed())
 }
 

@@ -362,8 +362,10 @@ impl Store {
         let appended = transaction!(self, move |conn| { append(conn, task_id, key, task_queue, fields).await }).await?;
         if appended.rewrote {
             self.notifier().rewound(&e.task_id, appended.seq);
+            self.announce(&e.task_id, appended.seq, true).await;
         } else if appended.new {
             self.notifier().notify(&e.task_id, appended.seq);
+            self.announce(&e.task_id, appended.seq, false).await;
         }
         Ok(appended)
     }
@@ -417,6 +419,7 @@ impl Store {
         .await?;
         if cut {
             self.notifier().rewound(&notify_id, keep_through + 1);
+            self.announce(&notify_id, keep_through + 1, true).await;
         }
         Ok(cut)
     }

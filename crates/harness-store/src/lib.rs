@@ -18,6 +18,7 @@ macro_rules! transaction {
 mod append;
 mod history;
 mod inbox;
+mod listen;
 mod listing;
 mod notifier;
 mod participants;
@@ -75,6 +76,8 @@ pub struct Store {
     reads: AnyPool,
     notifier: Notifier,
     kind: Backend,
+    /// On Postgres, this store's name in its announcements to other processes (listen.rs).
+    origin: Option<String>,
 }
 
 /// Which database is behind the pool.
@@ -130,7 +133,12 @@ impl Store {
                 (Writes::Pool(pool.clone()), pool)
             }
         };
-        let store = Self { writes, reads, notifier: Notifier::default(), kind };
+        let notifier = Notifier::default();
+        let origin = (kind == Backend::Postgres).then(listen::origin);
+        if let Some(origin) = &origin {
+            listen::spawn_listener(url.clone(), origin.clone(), notifier.clone());
+        }
+        let store = Self { writes, reads, notifier, kind, origin };
         store.run_chores().await?;
         Ok(store)
     }

@@ -47,6 +47,15 @@ impl Notifier {
         }
     }
 
+    /// Wakes every reader to read again (what another process appended may have been
+    /// missed).
+    pub fn nudge_all(&self) {
+        let channels = self.channels.lock().expect("notifier lock");
+        for tx in channels.values() {
+            tx.send_modify(|_| {});
+        }
+    }
+
     /// Publishes that the log was cut back to before `from` and `from` appended again.
     pub fn rewound(&self, task_id: &str, from: i64) {
         let channels = self.channels.lock().expect("notifier lock");

@@ -201,10 +201,20 @@ impl Default for TemporalSection {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSection {
     pub url: Option<String>,
+    /// How long a stream reader that has read the whole log waits for a wake-up before it
+    /// reads again anyway. Appends wake readers at once, in this process and (on Postgres,
+    /// by LISTEN/NOTIFY) in every other: this wait only makes up for a lost wake-up.
+    pub backstop_ms: u64,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        Self { url: None, backstop_ms: 1000 }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -362,6 +362,7 @@ impl Harness {
                 provider,
                 models: self.inner.models.clone(),
                 delegators: config.server.delegators.clone(),
+                backstop: Duration::from_millis(config.store.backstop_ms.max(10)),
             },
             extended_card: self.inner.extended_card.clone(),
             pusher,

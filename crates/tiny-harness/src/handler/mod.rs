@@ -65,6 +65,8 @@ pub(crate) struct TaskSettings {
     pub models: harness_workflow::models::ModelRegistry,
     /// `server.delegators` (S21).
     pub delegators: Vec<String>,
+    /// `store.backstop_ms`: a caught-up reader's longest wait without a wake-up.
+    pub backstop: std::time::Duration,
 }
 
 /// The harness's [`RequestHandler`].

@@ -5,7 +5,6 @@ use super::{HarnessHandler, store_error};
 use a2a_server::EventStream;
 use a2a_types::{A2AError, ErrorKind, StreamResponse, Task};
 use futures::StreamExt;
-use std::time::Duration;
 
 /// Where a log stream stops.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,6 +68,7 @@ impl HarnessHandler {
     /// Reads the log of a task from `after`, in order, until `stop` (D1).
     pub fn log_stream(&self, task_id: String, after: i64, stop: StopAt) -> EventStream {
         let store = self.store.clone();
+        let backstop = self.settings.backstop;
         async_stream::stream! {
             // Subscribe before reading so an append between read and wait is not missed.
             let mut wake = store.notifier().subscribe(&task_id);
@@ -111,9 +111,9 @@ impl HarnessHandler {
                     }
                 }
                 if empty {
-                    // Woken by appends in this process; the timeout only covers appends made
-                    // by another process (a separate worker), it is not the latency floor.
-                    let _ = tokio::time::timeout(Duration::from_secs(1), wake.changed()).await;
+                    // Woken by appends in this process and, on Postgres, in every other
+                    // (LISTEN/NOTIFY); the backstop only makes up for a lost wake-up.
+                    let _ = tokio::time::timeout(backstop, wake.changed()).await;
                 }
             }
         }

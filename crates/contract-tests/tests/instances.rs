@@ -1,0 +1,176 @@
+//! Issue 20: many instances, one agent. Harness processes on one task queue share one
+//! Postgres store and one Temporal server; clients alternate between them while reads
+//! (GetTask, the monitor) cross the messages on the other instance.
+
+use contract_tests::{HarnessOptions, HarnessProcess, rpc_as, user_text};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// `n` instances on one queue and one fresh Postgres database; `workers[i]` says whether
+/// instance `i` runs a worker, `extra` is TOML added to each config.
+async fn instances_with(workers: &[bool], extra: &str) -> Vec<HarnessProcess> {
+    let url = harness_store::testing::fresh_postgres_database().await.unwrap();
+    let queue = format!("scale-{}", contract_tests::uuid_like());
+    let mut all = Vec::new();
+    for &worker in workers {
+        all.push(
+            HarnessProcess::start(HarnessOptions {
+                store_url: None,
+                worker,
+                task_queue: Some(queue.clone()),
+                server_extra: "monitor_interval_secs = 1\n".into(),
+                extra_config: format!("[store]\nurl = \"{url}\"\n{extra}\n"),
+                ..Default::default()
+            })
+            .await,
+        );
+    }
+    all
+}
+
+async fn instances(n: usize) -> Vec<HarnessProcess> {
+    instances_with(&vec![true; n], "").await
+}
+
+/// The reply text a blocking SendMessage answered with.
+fn reply_of(r: &Value) -> String {
+    r["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// Issue 20, point 1: conversations alternate between two instances while GetTask calls on
+/// the other instance cross every message: no message fails, each is answered with its own
+/// reply, and each is in its history once, in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_crossing_messages_on_another_instance_lose_and_cross_nothing() {
+    let hs = instances(2).await;
+    let bases: Arc<Vec<String>> = Arc::new(hs.iter().map(|h| h.base_url.clone()).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    const CONVERSATIONS: usize = 8;
+    // TINY_HARNESS_INSTANCE_MESSAGES sets a longer run (60 sends ~1,000 messages).
+    let messages: usize =
+        std::env::var("TINY_HARNESS_INSTANCE_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
+    let mut work = Vec::new();
+    for c in 0..CONVERSATIONS {
+        let (bases, stop) = (bases.clone(), stop.clone());
+        work.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            let mut task: Option<String> = None;
+            let reader = Arc::new(tokio::sync::Mutex::new(None::<String>));
+            // GetTask on the instance the next message does not go to, as fast as it answers.
+            let reads = {
+                let (bases, stop, reader) = (bases.clone(), stop.clone(), reader.clone());
+                tokio::spawn(async move {
+                    let mut i = 0usize;
+                    let mut failed = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let id = reader.lock().await.clone();
+                        if let Some(id) = id {
+                            let r = rpc_as(&bases[i % 2], None, "GetTask", json!({"id": id})).await;
+                            if r.get("error").is_some() {
+                                failed.push(r.to_string());
+                            }
+                            i += 1;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    failed
+                })
+            };
+            for m in 0..messages {
+                let text = format!("c{c}-m{m}");
+                let mut message = user_text(&text);
+                if let Some(id) = &task {
+                    message["taskId"] = json!(id);
+                }
+                let r = rpc_as(&bases[m % 2], None, "SendMessage", json!({"message": message})).await;
+                if r.get("error").is_some() {
+                    failures.push(format!("{text}: {r}"));
+                    continue;
+                }
+                if reply_of(&r) != format!("echo: {text}") {
+                    failures.push(format!("sent {text}, reply {:?}", reply_of(&r)));
+                }
+                if task.is_none() {
+                    let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
+                    *reader.lock().await = Some(id.clone());
+                    task = Some(id);
+                }
+            }
+            (c, task, failures, reads)
+        }));
+    }
+    let mut results = Vec::new();
+    for w in work {
+        results.push(w.await.unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut all_failures = Vec::new();
+    for (c, task, failures, reads) in results {
+        all_failures.extend(failures);
+        all_failures.extend(reads.await.unwrap().into_iter().map(|r| format!("GetTask of c{c}: {r}")));
+        let id = task.expect("the conversation opened");
+        let t = rpc_as(&bases[0], None, "GetTask", json!({"id": id})).await;
+        let users: Vec<String> = t["result"]["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "ROLE_USER")
+            .map(|m| m["parts"][0]["text"].as_str().unwrap().to_string())
+            .collect();
+        let expected: Vec<String> = (0..messages).map(|m| format!("c{c}-m{m}")).collect();
+        assert_eq!(users, expected, "c{c}: every message once, in order");
+    }
+    assert!(all_failures.is_empty(), "{} failures:\n{}", all_failures.len(), all_failures.join("\n"));
+}
+
+/// Issue 20, point 2 (D1): a reader on an instance that does not run the task's workflow is
+/// woken by LISTEN/NOTIFY. Instance B runs no worker, so every event of its tasks is appended
+/// by instance A; both wait up to two minutes without a wake-up (`store.backstop_ms`), so
+/// only a cross-process wake-up can end B's answers and B's subscription in time.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_instance_that_runs_no_workflow_is_woken_by_the_others_appends() {
+    let hs = instances_with(&[true, false], "backstop_ms = 120000").await;
+    let (a, b) = (&hs[0].base_url, &hs[1].base_url);
+    let within = |what: &'static str, secs: u64, f: futures::future::BoxFuture<'static, Value>| async move {
+        tokio::time::timeout(Duration::from_secs(secs), f).await.unwrap_or_else(|_| panic!("{what} within {secs} s"))
+    };
+    let opened = within(
+        "the first answer from B",
+        20,
+        Box::pin(rpc_owned(b.clone(), "SendMessage", json!({"message": user_text("hello")}))),
+    )
+    .await;
+    assert_eq!(reply_of(&opened), "echo: hello", "{opened}");
+    let id = opened["result"]["task"]["id"].as_str().unwrap().to_string();
+    // A subscriber on B while the messages go through A and through B.
+    let mut events =
+        contract_tests::A2AClient::new(b).open_stream(&format!("/tasks/{id}:subscribe"), None, json!({})).await;
+    for (i, base) in [a, b, a, b].into_iter().enumerate() {
+        let text = format!("turn {i}");
+        let mut message = user_text(&text);
+        message["taskId"] = json!(id);
+        let r = within("an answer", 20, Box::pin(rpc_owned(base.clone(), "SendMessage", json!({"message": message}))))
+            .await;
+        assert_eq!(reply_of(&r), format!("echo: {text}"), "{r}");
+        // B's subscriber sees this turn's reply.
+        let seen = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                let e = events.next().await.expect("the subscription stays open");
+                let status = &e["statusUpdate"]["status"];
+                if status["state"] == "TASK_STATE_INPUT_REQUIRED"
+                    && status["message"]["parts"][0]["text"] == format!("echo: {text}")
+                {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(seen.is_ok(), "B's subscriber saw the reply to {text:?}");
+    }
+}
+
+async fn rpc_owned(base: String, method: &'static str, params: Value) -> Value {
+    rpc_as(&base, None, method, params).await
+}

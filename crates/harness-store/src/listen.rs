@@ -1,0 +1,105 @@
+//! Wake-ups across processes on Postgres (D1, issue 20): every append and every cut is
+//! announced with `pg_notify`, and every store LISTENs and passes what other processes
+//! announce to its in-process [`crate::Notifier`]. A reader on any instance is then woken by
+//! an append on any other as by one of its own: no polling sets the latency floor. (The
+//! readers' one-second wait stays as the backstop for an announcement lost with its process.)
+
+use crate::{Notifier, Store};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The channel every store of a database announces on.
+pub(crate) const CHANNEL: &str = "tiny_harness_log";
+
+/// A name for this store among the processes on its database: its own announcements come
+/// back to it and are skipped.
+pub(crate) fn origin() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{}.{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// What an announcement says.
+#[derive(Debug, PartialEq, Eq)]
+struct Announced<'a> {
+    origin: &'a str,
+    rewound: bool,
+    seq: i64,
+    task_id: &'a str,
+}
+
+/// `<origin> <n|r> <seq> <task id>` (task ids may hold anything but come last).
+fn parse(payload: &str) -> Option<Announced<'_>> {
+    let mut parts = payload.splitn(4, ' ');
+    let origin = parts.next()?;
+    let rewound = match parts.next()? {
+        "n" => false,
+        "r" => true,
+        _ => return None,
+    };
+    let seq = parts.next()?.parse().ok()?;
+    let task_id = parts.next()?;
+    Some(Announced { origin, rewound, seq, task_id })
+}
+
+impl Store {
+    /// Tells the other processes on this database that `task_id`'s log has `seq` (or, when
+    /// `rewound`, was cut back and appended again from `seq`). Best effort: a lost
+    /// announcement costs a reader at most its backstop wait.
+    pub(crate) async fn announce(&self, task_id: &str, seq: i64, rewound: bool) {
+        let Some(origin) = &self.origin else { return };
+        let payload = format!("{origin} {} {seq} {task_id}", if rewound { "r" } else { "n" });
+        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload).execute(self.reads()).await
+        {
+            tracing::debug!(task_id, error = %e, "store: an append was not announced to other processes");
+        }
+    }
+}
+
+/// Listens for other processes' announcements, reconnecting after a lost connection;
+/// after each (re)connect every reader is woken once, since anything may have been missed.
+pub(crate) fn spawn_listener(url: String, origin: String, notifier: Notifier) {
+    tokio::spawn(async move {
+        loop {
+            match sqlx::postgres::PgListener::connect(&url).await {
+                Ok(mut listener) => match listener.listen(CHANNEL).await {
+                    Ok(()) => {
+                        notifier.nudge_all();
+                        loop {
+                            let notification = match listener.recv().await {
+                                Ok(n) => n,
+                                Err(e) => {
+                                    tracing::warn!(error = %e, "store: the LISTEN connection was lost; reconnecting");
+                                    break;
+                                }
+                            };
+                            match parse(notification.payload()) {
+                                Some(a) if a.origin == origin => {}
+                                Some(a) if a.rewound => notifier.rewound(a.task_id, a.seq),
+                                Some(a) => notifier.notify(a.task_id, a.seq),
+                                None => tracing::debug!("store: an announcement not understood"),
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "store: LISTEN failed; retrying"),
+                },
+                Err(e) => tracing::warn!(error = %e, "store: no LISTEN connection; retrying"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announcement_names_its_origin_kind_seq_and_task() {
+        let a = parse("12.0 n 7 task with spaces").unwrap();
+        assert_eq!(a, Announced { origin: "12.0", rewound: false, seq: 7, task_id: "task with spaces" });
+        assert!(parse("12.0 r 3 t").unwrap().rewound);
+        assert_eq!(parse("12.0 x 3 t"), None);
+        assert_eq!(parse("12.0 n seven t"), None);
+        assert_eq!(parse("12.0 n 3"), None);
+    }
+}
