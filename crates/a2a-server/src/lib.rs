@@ -32,7 +32,35 @@ pub const REST_PATH: &str = "/a2a/rest";
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// A stream of events; an `Err` after the first event ends the stream with an error event.
-pub type EventStream = BoxStream<'static, Result<StreamResponse, A2AError>>;
+pub type EventStream = BoxStream<'static, Result<StreamItem, A2AError>>;
+
+/// One item of a stream.
+// A comment starts at most one response per stream: boxing every event for it buys nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamItem {
+    /// An event, with its place in the task's log when it has one: the SSE `id`, which a
+    /// client that reconnects sends back as `Last-Event-ID`.
+    Event { seq: Option<i64>, event: StreamResponse },
+    /// An SSE comment (`: text`): starts a response that has no event to send yet.
+    Comment(String),
+}
+
+impl StreamItem {
+    /// The event, when this item is one.
+    pub fn into_event(self) -> Option<StreamResponse> {
+        match self {
+            Self::Event { event, .. } => Some(event),
+            Self::Comment(_) => None,
+        }
+    }
+}
+
+impl From<StreamResponse> for StreamItem {
+    fn from(event: StreamResponse) -> Self {
+        Self::Event { seq: None, event }
+    }
+}
 
 /// What the transport knows about a call.
 #[derive(Clone, Debug, Default)]

@@ -1,8 +1,9 @@
-//! SSE framing: one `data:` line per event. The first event is fetched before the response
-//! starts, so an error there is an ordinary error response (CHEATSHEET §6); an error later
-//! is an `event: error` and ends the stream.
+//! SSE framing: one `data:` line per event, with `id: <seq>` when the event has a place in
+//! the task's log (a client resumes with `Last-Event-ID`). The first item is fetched before
+//! the response starts, so an error there is an ordinary error response (CHEATSHEET §6); an
+//! error later is an `event: error` and ends the stream.
 
-use crate::EventStream;
+use crate::{EventStream, StreamItem};
 use a2a_types::{A2AError, StreamResponse};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -31,7 +32,14 @@ pub(crate) async fn respond(mut stream: EventStream, framing: impl Framing) -> R
             return futures::future::ready(None);
         }
         let event = match item {
-            Ok(e) => Event::default().data(f.event(&e).to_string()),
+            Ok(StreamItem::Event { seq, event }) => {
+                let sse = Event::default().data(f.event(&event).to_string());
+                match seq {
+                    Some(seq) => sse.id(seq.to_string()),
+                    None => sse,
+                }
+            }
+            Ok(StreamItem::Comment(text)) => Event::default().comment(text),
             Err(err) => {
                 *failed = true;
                 Event::default().event("error").data(f.error(&err).to_string())

@@ -95,13 +95,27 @@ impl A2AClient {
     /// Opens an SSE stream (REST when `rpc_method` is None, else JSON-RPC) and returns its
     /// events as they arrive; JSON-RPC events are unwrapped to their `result`.
     pub async fn open_stream(&self, rest_path: &str, rpc_method: Option<&str>, body: Value) -> SseEvents {
-        let req = match rpc_method {
+        self.open_stream_with(rest_path, rpc_method, body, &[]).await
+    }
+
+    /// [`Self::open_stream`] with extra request headers (e.g. `Last-Event-ID`).
+    pub async fn open_stream_with(
+        &self,
+        rest_path: &str,
+        rpc_method: Option<&str>,
+        body: Value,
+        headers: &[(&str, &str)],
+    ) -> SseEvents {
+        let mut req = match rpc_method {
             None => self.http.post(format!("{}/a2a/rest{rest_path}", self.base)).body(body.to_string()),
             Some(m) => self
                 .http
                 .post(format!("{}/a2a/jsonrpc", self.base))
                 .body(json!({"jsonrpc": "2.0", "id": 7, "method": m, "params": body}).to_string()),
         };
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
         let r =
             req.header("A2A-Version", "1.0").header("content-type", "application/json").send().await.expect("stream");
         let status = r.status().as_u16();
@@ -112,6 +126,7 @@ impl A2AClient {
             rpc: rpc_method.is_some(),
             bytes: r.bytes_stream().map(|c| c.map(|b| b.to_vec())).boxed(),
             buffer: Vec::new(),
+            last_id: None,
         }
     }
 
@@ -130,6 +145,8 @@ pub struct SseEvents {
     rpc: bool,
     bytes: futures::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>,
     buffer: Vec<u8>,
+    /// The `id:` of the last event returned (`None` when it had none).
+    pub last_id: Option<String>,
 }
 
 impl SseEvents {
@@ -146,6 +163,7 @@ impl SseEvents {
                 if data.is_empty() {
                     continue;
                 }
+                self.last_id = frame.lines().find_map(|l| l.strip_prefix("id:")).map(|v| v.trim().to_string());
                 let v: Value = serde_json::from_str(&data).expect("SSE data is JSON");
                 if self.rpc {
                     return Some(v.get("result").cloned().unwrap_or(v));

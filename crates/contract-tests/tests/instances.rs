@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// `n` instances on one queue and one fresh Postgres database; `workers[i]` says whether
 /// instance `i` runs a worker, `extra` is TOML added to each config.
-async fn instances_with(workers: &[bool], extra: &str) -> Vec<HarnessProcess> {
+async fn instances_with(workers: &[bool], extra: &str) -> (Vec<HarnessProcess>, String) {
     let url = harness_store::testing::fresh_postgres_database().await.unwrap();
     let queue = format!("scale-{}", contract_tests::uuid_like());
     let mut all = Vec::new();
@@ -27,11 +27,11 @@ async fn instances_with(workers: &[bool], extra: &str) -> Vec<HarnessProcess> {
             .await,
         );
     }
-    all
+    (all, url)
 }
 
 async fn instances(n: usize) -> Vec<HarnessProcess> {
-    instances_with(&vec![true; n], "").await
+    instances_with(&vec![true; n], "").await.0
 }
 
 /// The reply text a blocking SendMessage answered with.
@@ -131,7 +131,7 @@ async fn reads_crossing_messages_on_another_instance_lose_and_cross_nothing() {
 /// only a cross-process wake-up can end B's answers and B's subscription in time.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_instance_that_runs_no_workflow_is_woken_by_the_others_appends() {
-    let hs = instances_with(&[true, false], "backstop_ms = 120000").await;
+    let (hs, _) = instances_with(&[true, false], "backstop_ms = 120000").await;
     let (a, b) = (&hs[0].base_url, &hs[1].base_url);
     let within = |what: &'static str, secs: u64, f: futures::future::BoxFuture<'static, Value>| async move {
         tokio::time::timeout(Duration::from_secs(secs), f).await.unwrap_or_else(|_| panic!("{what} within {secs} s"))
@@ -173,4 +173,98 @@ async fn an_instance_that_runs_no_workflow_is_woken_by_the_others_appends() {
 
 async fn rpc_owned(base: String, method: &'static str, params: Value) -> Value {
     rpc_as(&base, None, method, params).await
+}
+
+/// Issue 20: every SSE event of the log carries `id: <seq>` on both bindings, and a client
+/// that reconnects to another instance with `Last-Event-ID` gets exactly the events after
+/// it, then the live ones: no gap, no repeat, through the task's end. Bad ids are refused
+/// naming the header.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscription_resumes_exactly_after_its_last_event_on_any_instance_on_both_bindings() {
+    let (hs, url) = instances_with(&[true, true], "").await;
+    let (a, b) = (contract_tests::A2AClient::new(&hs[0].base_url), contract_tests::A2AClient::new(&hs[1].base_url));
+    let store = harness_store::Store::connect(&url).await.unwrap();
+    let opened = a.send(user_text("first"), json!({})).await;
+    let id = opened["result"]["task"]["id"].as_str().unwrap().to_string();
+    let send = |client: &contract_tests::A2AClient, text: &str| {
+        let mut m = user_text(text);
+        m["taskId"] = json!(id);
+        let client = client.clone();
+        async move { client.send(m, json!({})).await }
+    };
+    send(&a, "second").await;
+    let seqs = |store: harness_store::Store, id: String| async move {
+        store.events_after(&id, 0, 10_000).await.unwrap().iter().map(|e| e.seq).collect::<Vec<i64>>()
+    };
+    let path = format!("/tasks/{id}:subscribe");
+    let body = json!({"id": id});
+    let mut n = 0;
+    for rpc in [None, Some("SubscribeToTask")] {
+        n += 1;
+        let log = seqs(store.clone(), id.clone()).await;
+        let mut first = a.open_stream(&path, rpc, body.clone()).await;
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            first.next().await.expect("an event");
+            got.push(first.last_id.clone().expect("every log event has an id").parse::<i64>().unwrap());
+        }
+        assert_eq!(got, log[..3], "the ids are the log's seqs");
+        drop(first);
+        let last = got[2].to_string();
+        let mut resumed = b.open_stream_with(&path, rpc, body.clone(), &[("Last-Event-ID", &last)]).await;
+        assert_eq!((resumed.status, resumed.content_type.as_str()), (200, "text/event-stream"));
+        let mut rest = Vec::new();
+        while rest.len() < log.len() - 3 {
+            resumed.next().await.expect("the rest of the log");
+            rest.push(resumed.last_id.clone().unwrap().parse::<i64>().unwrap());
+        }
+        assert_eq!(rest, log[3..], "resumed exactly after event {last}");
+        // Live events follow on the resumed stream, sent through the other instance.
+        send(&a, &format!("live {n}")).await;
+        let now = seqs(store.clone(), id.clone()).await;
+        while rest.len() < now.len() - 3 {
+            resumed.next().await.expect("the live events");
+            rest.push(resumed.last_id.clone().unwrap().parse::<i64>().unwrap());
+        }
+        assert_eq!(rest, now[3..], "no gap and no repeat into the live events");
+    }
+    // An ended task resumes up to its last event, and no further.
+    b.rpc("CancelTask", json!({"id": id})).await;
+    let log = seqs(store.clone(), id.clone()).await;
+    let before_end = (log[log.len() - 1] - 1).to_string();
+    let mut tail = b.open_stream_with(&path, None, body.clone(), &[("Last-Event-ID", &before_end)]).await;
+    let end = tail.next().await.expect("the terminal event");
+    assert_eq!(end["statusUpdate"]["status"]["state"], "TASK_STATE_CANCELED", "{end}");
+    assert!(tail.next().await.is_none(), "the stream ends at the terminal event");
+    let http = reqwest::Client::new();
+    let raw = |binding: &str, value: String| {
+        let (url, body) = match binding {
+            "rest" => (format!("{}/a2a/rest{path}", b.base), json!({"id": id})),
+            _ => (
+                format!("{}/a2a/jsonrpc", b.base),
+                json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": id}}),
+            ),
+        };
+        let r = http.post(url).header("A2A-Version", "1.0").header("Last-Event-ID", value).json(&body).send();
+        async move {
+            let r = r.await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let last = log[log.len() - 1].to_string();
+    for binding in ["rest", "jsonrpc"] {
+        let (status, answer) = raw(binding, last.clone()).await;
+        let error = &answer["error"];
+        assert!(error["message"].as_str().unwrap().contains("every event up to its last"), "{status} {answer}");
+        for bad in ["abc", "-3"] {
+            let (status, answer) = raw(binding, bad.into()).await;
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(&format!("Last-Event-ID `{bad}`")), "{binding} {status} {answer}");
+            if binding == "rest" {
+                assert_eq!(status, 400);
+            } else {
+                assert_eq!(answer["error"]["code"], -32602);
+            }
+        }
+    }
 }

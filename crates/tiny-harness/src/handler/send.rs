@@ -4,7 +4,7 @@
 use super::HarnessHandler;
 use super::admission::Accepted;
 use super::stream::StopAt;
-use a2a_server::{CallContext, EventStream};
+use a2a_server::{CallContext, EventStream, StreamItem};
 use a2a_types::{
     A2AError, Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskState, TaskStatus,
 };
@@ -65,7 +65,7 @@ impl HarnessHandler {
         // A continued task: the stream still begins with the Task, the message added.
         let log = self.log_stream(accepted.task_id.clone(), accepted.receipt.cursor, stop);
         let task = self.accepted_task(accepted).await?.with_history_length(self.answer_history(None));
-        Ok(futures::stream::once(async move { Ok(StreamResponse::Task(task)) }).chain(log).boxed())
+        Ok(futures::stream::once(async move { Ok(StreamItem::from(StreamResponse::Task(task))) }).chain(log).boxed())
     }
 
     /// The final status a message's answer carries, with the message's own reply: when
@@ -140,7 +140,7 @@ fn direct_stream(mut log: EventStream, again: EventStream) -> EventStream {
         let mut status = None;
         while let Some(event) = log.next().await {
             match event {
-                Ok(e) => status = super::stream::status_of(e).or(status),
+                Ok(e) => status = e.into_event().and_then(super::stream::status_of).or(status),
                 Err(e) => {
                     yield Err(e);
                     return;
@@ -148,7 +148,7 @@ fn direct_stream(mut log: EventStream, again: EventStream) -> EventStream {
             }
         }
         if let Some(reply) = direct_reply(status.as_ref()) {
-            yield Ok(StreamResponse::Message(reply));
+            yield Ok(StreamItem::from(StreamResponse::Message(reply)));
             return;
         }
         let mut again = again;

@@ -2,7 +2,7 @@
 //! ended with `Unavailable` when a crash cut back what it delivered.
 
 use super::{HarnessHandler, store_error};
-use a2a_server::EventStream;
+use a2a_server::{EventStream, StreamItem};
 use a2a_types::{A2AError, ErrorKind, StreamResponse, Task};
 use futures::StreamExt;
 
@@ -105,7 +105,7 @@ impl HarnessHandler {
                 for logged in batch {
                     cursor = logged.seq;
                     let end = stop.reached(&logged.event);
-                    yield Ok(logged.event);
+                    yield Ok(StreamItem::Event { seq: Some(logged.seq), event: logged.event });
                     if end {
                         return;
                     }
@@ -158,7 +158,7 @@ impl HarnessHandler {
 pub(super) async fn final_status(mut events: EventStream) -> Result<Option<a2a_types::TaskStatus>, A2AError> {
     let mut last = None;
     while let Some(event) = events.next().await {
-        last = status_of(event?).or(last);
+        last = event?.into_event().and_then(status_of).or(last);
     }
     Ok(last)
 }

@@ -4,10 +4,11 @@
 use super::access::Access;
 use super::stream::StopAt;
 use super::{HarnessHandler, store_error};
-use a2a_server::{CallContext, EventStream};
+use a2a_server::{CallContext, EventStream, StreamItem};
 use a2a_types::{
     A2AError, CancelTaskRequest, ErrorKind, GetTaskRequest, SubscribeToTaskRequest, Task, TaskState, validate,
 };
+use futures::StreamExt;
 use harness_workflow::{LiveTask, terminal_refusal};
 
 impl HarnessHandler {
@@ -63,6 +64,9 @@ impl HarnessHandler {
         validate::task_id(&req.id, "id")?;
         let caller = self.caller(ctx, &[]).await?;
         self.check_access(&caller, &req.id, Access::Read).await?;
+        if let Some(after) = last_event_id(ctx)? {
+            return self.resume(req.id, after).await;
+        }
         let task = self.current_task(&req.id, Some(0)).await?;
         if task.status.state.is_terminal() {
             return Err(A2AError::unsupported(format!(
@@ -170,5 +174,48 @@ impl HarnessHandler {
             }
         }
         Ok(task)
+    }
+}
+
+/// The `Last-Event-ID` a reconnecting client sent (the SSE `id` of the last event it got, a
+/// seq of the task's log), on either binding; a value that is no seq is refused naming it.
+fn last_event_id(ctx: &CallContext) -> Result<Option<i64>, A2AError> {
+    let Some(value) = ctx.headers.get("last-event-id") else { return Ok(None) };
+    let text = value.to_str().unwrap_or_default().trim();
+    match text.parse::<i64>() {
+        Ok(seq) if seq >= 0 => Ok(Some(seq)),
+        _ => Err(A2AError::invalid_params(format!(
+            "Last-Event-ID `{text}` is not an event id of this server (the `id` of an event it sent: a number)"
+        ))
+        .with("field", "Last-Event-ID")),
+    }
+}
+
+impl HarnessHandler {
+    /// SubscribeToTask resumed after the event `after` (issue 20): exactly the events that
+    /// follow it in the log, on any instance, until a terminal one; a task that ended is
+    /// resumable until its last event was delivered. The response starts at once (an SSE
+    /// comment) when nothing follows yet.
+    async fn resume(&self, task_id: String, after: i64) -> Result<EventStream, A2AError> {
+        let head = self.store.task_head(&task_id).await.map_err(store_error)?;
+        let Some(head) = head else { return Err(A2AError::task_not_found(&task_id)) };
+        if after > head.last_seq && !head.state.is_terminal() {
+            return Err(A2AError::invalid_params(format!(
+                "Last-Event-ID {after} is past the end of task {task_id}'s log (its newest event is {})",
+                head.last_seq
+            ))
+            .with("field", "Last-Event-ID"));
+        }
+        if head.state.is_terminal() && after >= head.last_seq {
+            return Err(A2AError::unsupported(format!(
+                "{}; every event up to its last ({}) was delivered",
+                terminal_refusal(head.state),
+                head.last_seq
+            ))
+            .with("taskId", &task_id));
+        }
+        let log = self.log_stream(task_id, after, StopAt::Terminal);
+        let start = StreamItem::Comment(format!("resumed after event {after}"));
+        Ok(futures::stream::once(async move { Ok(start) }).chain(log).boxed())
     }
 }
