@@ -274,6 +274,7 @@ async fn with_no_worker_polling_a_send_message_gets_a_clear_error_instead_of_han
     assert_eq!(r["error"]["code"], -32603, "{r}");
     let msg = r["error"]["message"].as_str().unwrap();
     assert!(msg.contains("did not answer") && msg.contains(&h.task_queue), "{msg}");
+    assert!(msg.contains("no worker polls task queue") && msg.contains("same messageId"), "says what happened: {msg}");
 }
 
 /// S5: a sender who hangs up while its message is on its way to Temporal does not leave the

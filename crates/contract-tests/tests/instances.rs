@@ -268,3 +268,35 @@ async fn a_subscription_resumes_exactly_after_its_last_event_on_any_instance_on_
         }
     }
 }
+
+/// Issue 20, point 4: behind a trusted proxy the rate limit counts each client its
+/// `X-Forwarded-For` names; from an untrusted peer the header changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rate_limit_counts_the_client_a_trusted_proxy_names_and_ignores_the_header_otherwise() {
+    let statuses = |h: &HarnessProcess, client: &'static str| {
+        let url = format!("{}/.well-known/agent-card.json", h.base_url);
+        async move {
+            let http = reqwest::Client::new();
+            let mut out = Vec::new();
+            for _ in 0..3 {
+                out.push(http.get(&url).header("X-Forwarded-For", client).send().await.unwrap().status().as_u16());
+            }
+            out
+        }
+    };
+    let behind = HarnessProcess::start(HarnessOptions {
+        server_extra: "rate_limit_per_minute = 2\ntrusted_proxies = [\"127.0.0.0/8\"]\n".into(),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(statuses(&behind, "203.0.113.1").await, [200, 200, 429]);
+    assert_eq!(statuses(&behind, "203.0.113.2").await, [200, 200, 429], "another client has its own window");
+    let open = HarnessProcess::start(HarnessOptions {
+        server_extra: "rate_limit_per_minute = 2\n".into(),
+        ..Default::default()
+    })
+    .await;
+    // Every request shares the peer's window (its start's readiness probe took one).
+    assert_eq!(statuses(&open, "203.0.113.1").await.last(), Some(&429));
+    assert_eq!(statuses(&open, "203.0.113.2").await, [429, 429, 429], "an untrusted peer's header is ignored");
+}

@@ -12,7 +12,7 @@
 //! namespace = "default"
 //! task_queue = "tiny-harness"
 //! cli = "/path/to/temporal"    # optional; else PATH, else the cache dir, else pip
-//! request_timeout_secs = 10    # bound on every client call to Temporal
+//! request_timeout_secs = 30    # bound on every client call to Temporal
 //! worker = true                # false: serve only; workers run in other processes
 //! grpc_compression = "gzip"    # or "none"; default: none on a loopback address, else gzip
 //!
@@ -100,6 +100,10 @@ pub struct ServerSection {
     /// S21: the participant ids besides this agent's own trusted to set a new task's
     /// `lifecycle`, `model` and `reasoning_effort` in its brief.
     pub delegators: Vec<String>,
+    /// Proxies (addresses or CIDR ranges, e.g. `10.0.0.0/8`) whose `X-Forwarded-For` names
+    /// the client (issue 20): the rate limit then counts the client, not the proxy. From any
+    /// other peer the header is ignored.
+    pub trusted_proxies: Vec<String>,
     /// Serve the push receiver (S15). Off (a harness remote agents cannot call back), a
     /// stand-in follows its remote task by subscribing (S18).
     pub push_route: bool,
@@ -122,6 +126,7 @@ impl Default for ServerSection {
             body_read_timeout_secs: 30,
             delegators: Vec::new(),
             push_route: true,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -194,7 +199,7 @@ impl Default for TemporalSection {
             task_queue: "tiny-harness".into(),
             max_cached_workflows: 256,
             cli: None,
-            request_timeout_secs: 10,
+            request_timeout_secs: 30,
             worker: true,
             grpc_compression: None,
         }

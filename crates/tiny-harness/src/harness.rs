@@ -83,6 +83,8 @@ pub(crate) struct Inner {
     /// The request handler while running; `None` before start and after stop.
     pub(crate) handler: Arc<a2a_server::HandlerSlot<HarnessHandler>>,
     pub(crate) limiter: crate::hosting::RateLimiter,
+    /// `server.trusted_proxies`: whose `X-Forwarded-For` names the client.
+    pub(crate) proxies: crate::peer::Proxies,
     pub(crate) monitor: crate::hosting::MonitorSnapshot,
     running: tokio::sync::Mutex<Option<Running>>,
     /// The model providers, built (and checked) once with the harness.
@@ -157,6 +159,7 @@ impl HarnessBuilder {
         );
         let extended_card = crate::card::build_extended(&config.card, &card);
         let limiter = crate::hosting::RateLimiter::new(config.server.rate_limit_per_minute);
+        let proxies = crate::peer::Proxies::parse(&config.server.trusted_proxies).map_err(crate::ConfigError)?;
         Ok(Harness {
             inner: Arc::new(Inner {
                 // S18: the config can turn the push route off too.
@@ -171,6 +174,7 @@ impl HarnessBuilder {
                 resolver: self.resolver,
                 handler: Arc::default(),
                 limiter,
+                proxies,
                 monitor: Default::default(),
                 running: tokio::sync::Mutex::new(None),
                 models,

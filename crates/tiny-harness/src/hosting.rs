@@ -326,10 +326,14 @@ impl RateLimiter {
 
 /// A peer over `server.rate_limit_per_minute` is 429 with `Retry-After` (S16).
 async fn rate_limit(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Response {
-    // The peer is the TCP peer when the server gives it; a host that mounts the router
-    // without connect info shares one window among its callers.
-    let peer =
-        req.extensions().get::<ConnectInfo<SocketAddr>>().map_or("unknown".to_string(), |c| c.0.ip().to_string());
+    // The peer is the TCP peer when the server gives it (or, behind a trusted proxy, the
+    // client its X-Forwarded-For names); a host that mounts the router without connect info
+    // shares one window among its callers. The window is this instance's (docs/deploying.md).
+    let forwarded = req.headers().get("x-forwarded-for").and_then(|v| v.to_str().ok());
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or("unknown".to_string(), |c| inner.proxies.client(c.0.ip(), forwarded).to_string());
     if let Err(wait) = inner.limiter.admit(&peer) {
         let mut r = status_error(
             StatusCode::TOO_MANY_REQUESTS,

@@ -10,6 +10,7 @@ mod handler;
 mod harness;
 mod hosting;
 mod openapi;
+mod peer;
 mod reconcile;
 pub mod supervise;
 mod task_gate;

@@ -59,18 +59,62 @@ fn classify(e: &WorkflowUpdateWithStartError) -> UpdateFailure {
     }
 }
 
-/// The error of a Temporal call that outlived the request timeout.
+/// The error of a Temporal call that outlived the request timeout (`temporal.request_timeout_secs`).
 fn unanswered(what: &str, timeout: Duration, task_queue: &str) -> A2AError {
     A2AError::new(
         ErrorKind::Unavailable,
         format!(
-            "Temporal did not answer {what} within {} s: is a worker polling task queue `{task_queue}`?",
+            "Temporal did not answer {what} within {} s (`temporal.request_timeout_secs`): the worker running the \
+             task may be slow or gone (Temporal hands its work to another after a timeout of its own), or no worker \
+             polls task queue `{task_queue}`",
+            timeout.as_secs()
+        ),
+    )
+}
+
+/// What a message that outlived the timeout tells its sender: what the task queue's pollers
+/// say, and that a retry learns the outcome.
+fn message_unanswered(timeout: Duration, task_queue: &str, pollers: Option<usize>) -> A2AError {
+    let why = match pollers {
+        Some(0) => format!("no worker polls task queue `{task_queue}`: start one (`temporal.worker = true`)"),
+        Some(n) => format!(
+            "{n} worker(s) poll task queue `{task_queue}`: the one running the task may be slow or gone, and \
+             Temporal hands its work to another after a timeout of its own"
+        ),
+        None => {
+            format!("the worker running the task may be slow or gone, or no worker polls task queue `{task_queue}`")
+        }
+    };
+    A2AError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "Temporal did not answer the message within {} s (`temporal.request_timeout_secs`); {why}. The message \
+             may still be delivered: send it again with the same messageId to learn its outcome (it never runs twice)",
             timeout.as_secs()
         ),
     )
 }
 
 impl TaskClient {
+    /// How many workers poll this task queue for workflow tasks, as Temporal says (`None`:
+    /// it did not say in time).
+    pub async fn pollers(&self) -> Option<usize> {
+        use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
+        use temporalio_common::protos::temporal::api::{enums::v1::TaskQueueType, taskqueue::v1::TaskQueue};
+        let request = DescribeTaskQueueRequest {
+            namespace: temporalio_client::NamespacedClient::namespace(&self.client),
+            task_queue: Some(TaskQueue { name: self.task_queue.clone(), ..Default::default() }),
+            task_queue_type: TaskQueueType::Workflow as i32,
+            ..Default::default()
+        };
+        let mut service = self.client.connection().workflow_service();
+        let call = service.describe_task_queue(temporalio_client::tonic::Request::new(request));
+        match tokio::time::timeout(Duration::from_secs(2), call).await {
+            Ok(Ok(r)) => Some(r.into_inner().pollers.len()),
+            _ => None,
+        }
+    }
+
     /// Bounds a Temporal call by the request timeout.
     pub async fn bounded<T>(&self, what: &str, fut: impl Future<Output = T>) -> Result<T, A2AError> {
         tokio::time::timeout(self.timeout, fut).await.map_err(|_| unanswered(what, self.timeout, &self.task_queue))
@@ -93,7 +137,11 @@ impl TaskClient {
             item,
             options,
         );
-        match self.bounded("the message", self.gates.deliver(&task_id, update)).await? {
+        let answered = tokio::time::timeout(self.timeout, self.gates.deliver(&task_id, update)).await;
+        let Ok(answered) = answered else {
+            return Err(message_unanswered(self.timeout, &self.task_queue, self.pollers().await));
+        };
+        match answered {
             Ok(receipt) => Ok(receipt),
             Err(e) => Err(self.update_error(store, &task_id, e).await),
         }
