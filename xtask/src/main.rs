@@ -357,6 +357,73 @@ fn bench(extra: &[String]) -> Result<()> {
     run(c)
 }
 
+/// `cargo xtask cluster --instances N [--port P]` (issue 20): a Temporal dev server, a
+/// private Postgres and N `tiny-harness serve` instances on one task queue, on ports P,
+/// P+1, ... (default 8080), for demos and trials by hand; Ctrl-C stops everything.
+async fn cluster(extra: &[String]) -> Result<()> {
+    let value = |flag: &str, default: u16| -> Result<u16> {
+        match extra.iter().position(|a| a == flag) {
+            Some(i) => extra
+                .get(i + 1)
+                .context(format!("{flag} needs a number"))?
+                .parse()
+                .context(format!("{flag} needs a number")),
+            None => Ok(default),
+        }
+    };
+    let (instances, first_port) = (value("--instances", 2)?, value("--port", 8080)?);
+    build_harness()?;
+    let dir = std::env::temp_dir().join(format!("tiny-harness-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let postgres = Postgres::start()?;
+    let mut server = shared_dev_server(&dir).await?;
+    let bin = root().join("target/debug/tiny-harness");
+    let key = dir.join("push.key");
+    let mut children = Vec::new();
+    for i in 0..instances {
+        let port = first_port + i;
+        let data = dir.join(format!("instance-{i}"));
+        std::fs::create_dir_all(&data)?;
+        let config = data.join("harness.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nport = {port}\n\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"cluster\"\n\n\
+                 [store]\nurl = \"{}\"\n\n[push]\nkey_file = \"{}\"\n",
+                server.address,
+                postgres.url,
+                key.display()
+            ),
+        )?;
+        if i == 0 {
+            // One push key for all: each instance delivers the others' push configs.
+            harness_push::PushKey::load_or_create(&key).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        let log = std::fs::File::create(data.join("harness.log"))?;
+        let child = Command::new(&bin)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("start an instance")?;
+        println!("instance {i}: http://127.0.0.1:{port}  (log {})", data.join("harness.log").display());
+        children.push(child);
+    }
+    println!("temporal: {}  postgres: {}  task queue: cluster\nCtrl-C stops everything", server.address, postgres.url);
+    tokio::signal::ctrl_c().await?;
+    for mut child in children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    server.stop().await;
+    drop(postgres);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -367,6 +434,7 @@ async fn main() -> Result<()> {
         "histories" => histories(),
         "old-run" => old_run(extra),
         "chaos" => chaos(extra),
+        "cluster" => cluster(extra).await,
         "contract" => run({
             let mut c = cargo();
             c.args(["test", "-p", "tiny-harness", "--test", "card_contract"]).env("INSTA_UPDATE", "always");
@@ -378,7 +446,7 @@ async fn main() -> Result<()> {
             c
         }),
         _ => {
-            eprintln!("usage: cargo xtask <test|contract|bench|histories|dev|chaos|old-run> [args]");
+            eprintln!("usage: cargo xtask <test|contract|bench|histories|dev|chaos|cluster|old-run> [args]");
             if verb == "help" { Ok(()) } else { bail!("unknown verb `{verb}`") }
         }
     }
