@@ -102,6 +102,8 @@ pub struct HarnessOptions {
     pub port: Option<u16>,
     /// The task queue (default: one of its own), e.g. one another instance serves too.
     pub task_queue: Option<String>,
+    /// TOML lines added to the `[temporal]` section (e.g. `tls_ca_file = "..."`).
+    pub temporal_extra: String,
 }
 
 impl Default for HarnessOptions {
@@ -124,6 +126,7 @@ impl Default for HarnessOptions {
             agent_extra: String::new(),
             port: None,
             task_queue: None,
+            temporal_extra: String::new(),
         }
     }
 }
@@ -160,8 +163,9 @@ impl HarnessProcess {
             )
         };
         let mut config = format!(
-            "[server]\nport = {port}\n{}\n\n[temporal]\n{temporal_at}\ntask_queue = \"{task_queue}\"\nworker = {}\nrequest_timeout_secs = {}\n\n[agent]\nlifecycle = \"{}\"\nterminal_linger_secs = {}\n{}\n",
+            "[server]\nport = {port}\n{}\n\n[temporal]\n{temporal_at}\n{}task_queue = \"{task_queue}\"\nworker = {}\nrequest_timeout_secs = {}\n\n[agent]\nlifecycle = \"{}\"\nterminal_linger_secs = {}\n{}\n",
             opts.server_extra,
+            opts.temporal_extra,
             opts.worker,
             opts.request_timeout_secs,
             opts.lifecycle,

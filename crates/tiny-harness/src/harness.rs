@@ -144,6 +144,9 @@ impl HarnessBuilder {
         let config = self.config;
         let models = models(&config)?;
         crate::config::check_agents(&config.agents)?;
+        if config.temporal.mode == crate::config::TemporalMode::Remote {
+            config.temporal.auth()?;
+        }
         let delegates = config.agents.iter().map(|a| a.id.clone()).collect();
         let commands = self.commands.delegation(delegates).try_build().map_err(crate::ConfigError)?;
         config.agent.run_limits()?;
@@ -449,7 +452,13 @@ async fn temporal(
         TemporalMode::Remote => (None, config.temporal.address.clone()),
     };
     let compression = config.temporal.compression(&address);
-    match crate::worker::connect(&address, &config.temporal.namespace, compression).await {
+    // The embedded dev server speaks plain gRPC on loopback; TLS and an API key are for a
+    // remote cluster (issue 20).
+    let auth = match config.temporal.mode {
+        TemporalMode::Embedded => crate::config::TemporalAuth::default(),
+        TemporalMode::Remote => config.temporal.auth()?,
+    };
+    match crate::worker::connect_with(&address, &config.temporal.namespace, compression, &auth).await {
         Ok(client) => Ok((embedded, client)),
         Err(e) => {
             if let Some(server) = embedded {

@@ -14,6 +14,16 @@ pub async fn connect(
     namespace: &str,
     compression: crate::config::GrpcCompression,
 ) -> Result<Client, HarnessError> {
+    connect_with(address, namespace, compression, &crate::config::TemporalAuth::default()).await
+}
+
+/// [`connect`] with TLS (a CA, a client certificate) and an API key (issue 20).
+pub async fn connect_with(
+    address: &str,
+    namespace: &str,
+    compression: crate::config::GrpcCompression,
+    auth: &crate::config::TemporalAuth,
+) -> Result<Client, HarnessError> {
     let fail = |why: String| HarnessError::Connect { address: address.to_string(), why };
     let url: url::Url = address.parse().map_err(|e: url::ParseError| fail(e.to_string()))?;
     let grpc_compression = match compression {
@@ -22,11 +32,9 @@ pub async fn connect(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let attempt = tokio::time::timeout(
-            Duration::from_secs(10),
-            Connection::connect(ConnectionOptions::new(url.clone()).grpc_compression(grpc_compression).build()),
-        )
-        .await;
+        let attempt =
+            tokio::time::timeout(Duration::from_secs(10), Connection::connect(options(&url, grpc_compression, auth)))
+                .await;
         let why = match attempt {
             Ok(Ok(connection)) => {
                 return Client::new(connection, ClientOptions::new(namespace.to_string()).build())
@@ -35,12 +43,41 @@ pub async fn connect(
             Ok(Err(e)) => e.to_string(),
             Err(_) => "no answer within 10 s".to_string(),
         };
-        if tokio::time::Instant::now() >= deadline {
+        // A refused TLS handshake (a missing or untrusted certificate) does not heal by
+        // waiting: no retry. (tonic gives only the text of rustls's alert.)
+        let tls_refused = why.contains("fatal alert") || why.contains("invalid peer certificate");
+        if tls_refused || tokio::time::Instant::now() >= deadline {
             return Err(fail(why));
         }
         tracing::debug!(address, why, "Temporal is not ready yet; retrying");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The connection options: TLS when `auth` turns it on, the API key when it has one.
+fn options(
+    url: &url::Url,
+    compression: temporalio_client::GrpcCompression,
+    auth: &crate::config::TemporalAuth,
+) -> ConnectionOptions {
+    let tls = auth.tls.then(|| {
+        let client = auth.client.as_ref().map(|(cert, key)| {
+            temporalio_client::ClientTlsOptions::builder()
+                .client_cert(cert.clone())
+                .client_private_key(key.clone())
+                .build()
+        });
+        temporalio_client::TlsOptions::builder()
+            .maybe_server_root_ca_cert(auth.ca.clone())
+            .maybe_domain(auth.domain.clone())
+            .maybe_client_tls_options(client)
+            .build()
+    });
+    ConnectionOptions::new(url.clone())
+        .grpc_compression(compression)
+        .maybe_tls_options(tls)
+        .maybe_api_key(auth.api_key.clone())
+        .build()
 }
 
 /// How long a workflow task may wait on a worker's sticky queue before another worker may

@@ -162,3 +162,33 @@ fn remote_agents_are_checked_naming_the_key_and_their_credentials_are_secrets() 
             .unwrap();
     assert!(c.secret_values().contains(&"Bearer peer-secret-123".to_string()));
 }
+
+/// Issue 20: TLS to a remote Temporal and its API key are read at build, each mistake named;
+/// an API key turns TLS on, joins the redaction set and never shows in Debug.
+#[test]
+fn temporal_tls_and_api_key_settings_are_checked_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("c.pem");
+    std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let mut c = Config::with_data_dir(dir.path());
+    c.temporal.mode = TemporalMode::Remote;
+    c.temporal.tls_cert_file = Some(pem.clone());
+    let err = crate::Harness::new(c.clone()).err().unwrap().to_string();
+    assert!(err.contains("`temporal.tls_cert_file` and `temporal.tls_key_file` go together"), "{err}");
+    c.temporal.tls_cert_file = None;
+    c.temporal.tls_ca_file = Some(dir.path().join("missing.pem"));
+    let err = c.temporal.auth().unwrap_err().to_string();
+    assert!(err.contains("`temporal.tls_ca_file`") && err.contains("missing.pem"), "{err}");
+    c.temporal.tls_ca_file = None;
+    c.temporal.api_key_env = Some("TH_TEST_TEMPORAL_KEY_UNSET".into());
+    let err = c.temporal.auth().unwrap_err().to_string();
+    assert!(err.contains("`temporal.api_key_env`") && err.contains("TH_TEST_TEMPORAL_KEY_UNSET"), "{err}");
+    // SAFETY: a variable only this test reads.
+    unsafe { std::env::set_var("TH_TEST_TEMPORAL_KEY", "tk-secret-987") };
+    c.temporal.api_key_env = Some("TH_TEST_TEMPORAL_KEY".into());
+    let auth = c.temporal.auth().unwrap();
+    assert!(auth.tls && auth.api_key.as_deref() == Some("tk-secret-987"));
+    assert!(!format!("{auth:?}").contains("tk-secret-987"));
+    assert!(c.secret_values().contains(&"tk-secret-987".to_string()));
+    assert!(!Config::with_data_dir(dir.path()).temporal.auth().unwrap().tls, "plain by default");
+}
