@@ -88,7 +88,8 @@ async fn a_remote_temporal_over_mtls_runs_tasks_and_refuses_a_client_without_a_c
     let auth = tiny_harness::config::TemporalAuth { tls: true, ca: Some(ca), ..Default::default() };
     let address = format!("https://localhost:{port}");
     let none = tiny_harness::connect_temporal_with(&address, "default", tiny_harness::GrpcCompression::None, &auth);
-    let err = none.await.err().expect("no connection without a client certificate").to_string();
+    let Err(err) = none.await else { panic!("no connection without a client certificate") };
+    let err = err.to_string();
     assert!(err.contains(&address) && err.contains("CertificateRequired"), "the error says what happened: {err}");
     assert!(refused.load(Ordering::SeqCst) >= 1, "the handshake was refused");
 }
