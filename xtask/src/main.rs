@@ -352,9 +352,27 @@ fn bench(extra: &[String]) -> Result<()> {
         ]);
         c
     })?;
+    // Issue 20: a Postgres for the instances phase, unless one is given.
+    let (postgres, url) = match std::env::var("TINY_HARNESS_BENCH_POSTGRES") {
+        Ok(url) if !url.is_empty() => (None, url),
+        _ => match Postgres::start() {
+            Ok(pg) => {
+                let url = pg.url.clone();
+                (Some(pg), url)
+            }
+            Err(e) => {
+                eprintln!("xtask: no Postgres ({e:#}): the instances phase is skipped");
+                (None, String::new())
+            }
+        },
+    };
     let mut c = Command::new(root().join("target/release/bench"));
-    c.args(extra).env("TINY_HARNESS_BIN", root().join("target/release/tiny-harness"));
-    run(c)
+    c.args(extra)
+        .env("TINY_HARNESS_BIN", root().join("target/release/tiny-harness"))
+        .env("TINY_HARNESS_BENCH_POSTGRES", url);
+    let result = run(c);
+    drop(postgres);
+    result
 }
 
 /// `cargo xtask cluster --instances N [--port P]` (issue 20): a Temporal dev server, a

@@ -16,6 +16,11 @@
 //!   its first byte to the first artifact chunk at an SSE client, beside its own time to
 //!   first byte (issue 17).
 //!
+//! - with a Postgres (TINY_HARNESS_BENCH_POSTGRES, which `cargo xtask bench` starts):
+//!   subscriber lag on the instance that runs a task beside one on an instance without a
+//!   worker, and messages/s with the harness's CPU per message on one instance and on two
+//!   (issue 20).
+//!
 //! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10),
 //! `--parked N` (1,000), `--long N` (10,000; 0 skips it), `--openai N` (the samples of the
 //! openai phase, default `--samples`; 0 skips it, e.g. for a harness older than issue 17).
@@ -25,6 +30,7 @@
 
 mod floor;
 mod harness;
+mod instances;
 mod long;
 mod openai;
 
@@ -219,6 +225,13 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
+    let scale = match std::env::var("TINY_HARNESS_BENCH_POSTGRES") {
+        Ok(url) if !url.is_empty() => {
+            eprintln!("bench: two instances on one Postgres: subscriber lag, then messages/s on one and two instances");
+            Some(instances::measure(dir.path(), &bin, &server.address, &url, samples, seconds).await?)
+        }
+        _ => None,
+    };
     stop_worker();
     server.stop().await;
 
@@ -300,6 +313,31 @@ async fn main() -> anyhow::Result<()> {
             ms(percentile(&mut model.added, 0.5)),
             ms(percentile(&mut model.added, 0.95)),
             ms(percentile(&mut model.endpoint, 0.5)),
+        );
+    }
+    if let Some(mut s) = scale {
+        let (l50, l95) = (percentile(&mut s.local, 0.5), percentile(&mut s.local, 0.95));
+        let (c50, c95) = (percentile(&mut s.cross, 0.5), percentile(&mut s.cross, 0.95));
+        println!(
+            "| subscriber lag, send to the turn's final event: on the instance that runs it / on another (p50, p95) | {:.1}, {:.1} / {:.1}, {:.1} ms | {:.2}x / {:.2}x | 1.0x |",
+            ms(l50),
+            ms(l95),
+            ms(c50),
+            ms(c95),
+            ms(c50) / ms(l50),
+            ms(c95) / ms(l95)
+        );
+        println!(
+            "| messages/s, 16 tasks on Postgres: one instance / two (alternating) | {:.0} / {:.0} /s | {:.2}x | |",
+            s.one.0,
+            s.two.0,
+            s.two.0 / s.one.0
+        );
+        println!(
+            "| harness CPU per message, one instance / two (both together) | {:.2} / {:.2} ms | {:.2}x | |",
+            s.one.1,
+            s.two.1,
+            s.two.1 / s.one.1
         );
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
