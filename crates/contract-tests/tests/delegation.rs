@@ -411,18 +411,25 @@ async fn the_parent_s_model_reads_the_sub_task_s_result_on_its_next_turn() {
     assert!(!said.iter().any(|m| m.contains("/delegate")), "the command never reaches the model: {said:?}");
 }
 
+/// Delegates to a slow remote, SIGKILLs the delegating harness (`delegator`) or the remote
+/// one while the remote works, restarts it, and checks that the result reaches the parent.
+async fn result_survives_a_sigkill(delegator: bool, push_route: bool) {
+    let (mut a, mut b) = pair(push_route, Some(SLOW)).await;
+    let (parent, sub) = delegate(&a, "find hotels slowly").await;
+    remote_working(&a, &b, &sub).await;
+    let killed = if delegator { &mut a } else { &mut b };
+    killed.kill9();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    killed.restart().await;
+    let ids = (parent.as_str(), sub.as_str());
+    check_result(&a, &b, ids, "find hotels slowly", "found three hotels by the sea").await;
+}
+
 /// Durability (issue 19): the delegating harness is SIGKILLed while the remote agent works
 /// and comes back: the remote's result still reaches the parent.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_result_arrives_after_the_delegating_harness_is_sigkilled_and_restarted() {
-    let (mut a, b) = pair(true, Some(SLOW)).await;
-    let (parent, sub) = delegate(&a, "find hotels slowly").await;
-    remote_working(&a, &b, &sub).await;
-    a.kill9();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    a.restart().await;
-    let ids = (parent.as_str(), sub.as_str());
-    check_result(&a, &b, ids, "find hotels slowly", "found three hotels by the sea").await;
+    result_survives_a_sigkill(true, true).await;
 }
 
 /// Durability (issue 19): the remote harness is SIGKILLed while it works and comes back; the
@@ -430,14 +437,7 @@ async fn the_result_arrives_after_the_delegating_harness_is_sigkilled_and_restar
 #[tokio::test(flavor = "multi_thread")]
 async fn the_stand_in_follows_the_remote_again_after_the_remote_harness_is_sigkilled_and_restarted() {
     for push_route in [true, false] {
-        let (a, mut b) = pair(push_route, Some(SLOW)).await;
-        let (parent, sub) = delegate(&a, "find hotels slowly").await;
-        remote_working(&a, &b, &sub).await;
-        b.kill9();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        b.restart().await;
-        let ids = (parent.as_str(), sub.as_str());
-        check_result(&a, &b, ids, "find hotels slowly", "found three hotels by the sea").await;
+        result_survives_a_sigkill(false, push_route).await;
     }
 }
 
