@@ -110,7 +110,7 @@ impl CommandRegistry {
     /// what is wrong and how the command goes.
     pub fn check_delegate(&self, args: &str) -> Result<(), String> {
         let usage = "usage: /delegate <agent-id> <brief text>";
-        let (agent, brief) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+        let (agent, brief) = delegate_args(args);
         if agent.is_empty() {
             return Err(format!("/delegate names no agent ({usage}; agents: {})", self.delegates.join(", ")));
         }
@@ -132,6 +132,12 @@ impl CommandRegistry {
             self.commands.values().map(|c| format!("{} — {}", c.info.usage, c.info.description)).collect();
         format!("Commands:\n{}", lines.join("\n"))
     }
+}
+
+/// `/delegate`'s arguments: the agent id, then the brief (trimmed).
+pub fn delegate_args(args: &str) -> (&str, &str) {
+    let (agent, brief) = args.trim().split_once(char::is_whitespace).unwrap_or((args.trim(), ""));
+    (agent, brief.trim())
 }
 
 /// `/status`: the task as its dispatcher sees it.

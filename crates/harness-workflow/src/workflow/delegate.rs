@@ -13,10 +13,7 @@ use crate::{
     AWAITING_NEXT_MESSAGE, AWAITING_SUBTASKS, CancelRequest, InboxItem, Observation, RemoteCancel, RemoteLook,
     RemoteSend, RemoteStarted, SUMMARY_CHARS, StandIn, SubTask, SubTaskResult, TaskInput,
 };
-use a2a_types::{
-    Artifact, Message, Role, StreamResponse, Struct, TaskArtifactUpdateEvent, TaskState, TaskStatus,
-    TaskStatusUpdateEvent,
-};
+use a2a_types::{Artifact, Message, Role, StreamResponse, Struct, TaskArtifactUpdateEvent, TaskState};
 use std::time::Duration;
 use temporalio_common::RetryPolicy;
 use temporalio_sdk::{
@@ -37,8 +34,8 @@ pub fn sub_task_ext_key() -> String {
 /// `/delegate <agent> <brief>`: starts the stand-in and answers with its `task_ref`; the
 /// parent waits `awaiting-subtasks` while it is parked.
 pub(super) async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem, args: String) -> WorkflowResult<()> {
-    let (agent, brief) = args.split_once(char::is_whitespace).unwrap_or((args.as_str(), ""));
-    let (agent, brief) = (agent.to_string(), brief.trim().to_string());
+    let (agent, brief) = crate::commands::delegate_args(&args);
+    let (agent, brief) = (agent.to_string(), brief.to_string());
     let input = ctx.state(|s| s.stand_in_input(&agent, &brief, item.sender.clone()));
     let id = input.task_id.clone();
     let options =
@@ -175,7 +172,7 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
             mirror(ctx, seen).await?;
         }
     }
-    let seen = ctx.state(|s| s.seen().clone());
+    let seen = ctx.state(|s| s.seen());
     let state = if seen.state.is_terminal() { seen.state } else { TaskState::Completed };
     end(ctx, state, remote::answer_text(&seen)).await
 }
@@ -186,9 +183,14 @@ impl TaskWorkflow {
         self.input.stand_in.clone().unwrap_or_default()
     }
 
-    fn seen(&self) -> &Observation {
-        static NONE: std::sync::OnceLock<Observation> = std::sync::OnceLock::new();
-        self.following.as_ref().map_or_else(|| NONE.get_or_init(Observation::default), |f| &f.seen)
+    /// The remote task as last mirrored (nothing before the remote agent took the brief).
+    fn seen(&self) -> Observation {
+        self.following.as_ref().map(|f| f.seen.clone()).unwrap_or_default()
+    }
+
+    /// The remote task's id (empty before the remote agent took the brief).
+    fn remote_task_id(&self) -> String {
+        self.following.as_ref().map(|f| f.remote_task_id.clone()).unwrap_or_default()
     }
 
     /// The stand-in of a new sub-task: a one-shot on this queue with the parent's context,
@@ -281,9 +283,9 @@ async fn look(
 ) -> WorkflowResult<Option<Result<Observation, temporalio_sdk::ActivityExecutionError>>> {
     let input = ctx.state(|s| RemoteLook {
         agent: s.stand_in().agent,
-        remote_task_id: s.following.as_ref().map(|f| f.remote_task_id.clone()).unwrap_or_default(),
+        remote_task_id: s.remote_task_id(),
         subscribe,
-        seen: s.seen().clone(),
+        seen: s.seen(),
     });
     // A remote agent that is down is waited for (retried without end, backing off to
     // 10 s); one that refuses the task fails the sub-task.
@@ -326,7 +328,7 @@ async fn pushed_or_polled(
         return look(ctx, false).await;
     }
     Ok(Some(Ok(ctx.state_mut(|s| {
-        let mut seen = s.seen().clone();
+        let mut seen = s.seen();
         for event in s.pushes.drain(..) {
             remote::fold(&mut seen, event);
         }
@@ -337,7 +339,7 @@ async fn pushed_or_polled(
 /// Mirrors what is new in `now` into the stand-in's log: a changed status as WORKING (the
 /// final one is the stand-in's end), each new or changed artifact.
 async fn mirror(ctx: &WorkflowContext<TaskWorkflow>, now: Observation) -> WorkflowResult<()> {
-    let before = ctx.state(|s| s.seen().clone());
+    let before = ctx.state(|s| s.seen());
     let changed: Vec<Artifact> = now.artifacts.iter().filter(|a| !before.artifacts.contains(a)).cloned().collect();
     for artifact in changed {
         let event = ctx.state_mut(|s| {
@@ -363,32 +365,17 @@ async fn mirror(ctx: &WorkflowContext<TaskWorkflow>, now: Observation) -> Workfl
     });
     if status_changed && working {
         let message = now.message.map(|m| ctx.state_mut(|s| s.remote_message(m)));
-        let ts = timestamp(ctx.workflow_time());
-        let event = ctx.state_mut(|s| {
-            s.head.status = TaskStatus { state: TaskState::Working, message: message.clone(), timestamp: ts };
-            StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                task_id: s.head.id.clone(),
-                context_id: s.head.context_id.clone(),
-                status: s.head.status.clone(),
-                metadata: s
-                    .head
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.get(&sub_task_ext_key()))
-                    .map(|mark| Struct::from_iter([(sub_task_ext_key(), mark.clone())])),
-            })
-        });
-        emit(ctx, event, None).await?;
+        // The event names the remote task, as the head does.
+        let mark = ctx.state(|s| s.head.metadata.as_ref().and_then(|m| m.get(&sub_task_ext_key())).cloned());
+        let extra = mark.map(|mark| Struct::from_iter([(sub_task_ext_key(), mark)]));
+        set_status_with(ctx, TaskState::Working, message, None, extra).await?;
     }
     Ok(())
 }
 
 /// The stand-in was cancelled: CancelTask on the remote agent, then end CANCELED.
 async fn cancel_remote(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
-    let input = ctx.state(|s| RemoteCancel {
-        agent: s.stand_in().agent,
-        remote_task_id: s.following.as_ref().map(|f| f.remote_task_id.clone()).unwrap_or_default(),
-    });
+    let input = ctx.state(|s| RemoteCancel { agent: s.stand_in().agent, remote_task_id: s.remote_task_id() });
     let _ = ctx
         .execute_activity(
             Activities::remote_cancel,
@@ -421,7 +408,7 @@ async fn end(ctx: &WorkflowContext<TaskWorkflow>, state: TaskState, text: String
         let result = SubTaskResult {
             task_id: s.head.id.clone(),
             agent: si.agent.clone(),
-            remote_task_id: s.following.as_ref().map(|f| f.remote_task_id.clone()).unwrap_or_default(),
+            remote_task_id: s.remote_task_id(),
             state: remote_state,
             summary: text.chars().take(SUMMARY_CHARS).collect(),
         };
