@@ -2,7 +2,7 @@
 # 16 conversations sending blocking messages in a loop while QUERY_LOOPS clients GetTask
 # every task in a loop, for SECONDS, against `tiny-harness dev` on PORT (its own data dir).
 # Prints the messages sent, the messages that failed, and how often the worker logged the
-# SDK's lost workflow task (docs/performance.md, crates/tiny-harness/src/task_gate.rs).
+# SDK's lost workflow task (docs/performance.md; since issue 20 GetTask asks no workflow).
 #   scripts/query-stress.sh [PORT] [QUERY_LOOPS] [SECONDS]      (needs curl, python3)
 # TH=path/to/tiny-harness picks the binary (default target/release/tiny-harness).
 PORT=${1:-18180}; Q=${2:-4}; S=${3:-60}

@@ -16,8 +16,11 @@
 //! - `chaos --minutes N [--conversations C]`: the fault-injection suite of
 //!   `crates/contract-tests/tests/crash.rs` for N minutes: C conversations (default 8) with
 //!   retrying clients while the harness, and every other time its Temporal server, is
-//!   SIGKILLed at random moments; then every invariant (docs/event-log.md). The short
-//!   version (three kills, four conversations) is part of `test`.
+//!   SIGKILLed at random moments; then every invariant (docs/event-log.md). Then N minutes
+//!   of `tests/instances.rs`'s chaos test: C conversations over three instances on one
+//!   private Postgres, one instance SIGKILLed every 20-40 s (issue 20). The short versions
+//!   (three kills, four conversations; one kill of one of three instances) are part of
+//!   `test`.
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -227,6 +230,19 @@ impl Drop for Postgres {
     }
 }
 
+/// The Postgres of the store's tests: `TINY_HARNESS_TEST_POSTGRES` when set, else a private
+/// one (kept running while the returned guard lives).
+fn test_postgres() -> Result<(Option<Postgres>, String)> {
+    match std::env::var("TINY_HARNESS_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Ok((None, url)),
+        _ => {
+            let pg = Postgres::start()?;
+            let url = pg.url.clone();
+            Ok((Some(pg), url))
+        }
+    }
+}
+
 fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
@@ -236,14 +252,7 @@ async fn test(extra: &[String]) -> Result<()> {
     build_harness()?;
     let python = interop_venv()?;
     // D2: a Postgres for the store's tests, unless one is given.
-    let (postgres, postgres_url) = match std::env::var("TINY_HARNESS_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => {
-            let pg = Postgres::start()?;
-            let url = pg.url.clone();
-            (Some(pg), url)
-        }
-    };
+    let (postgres, postgres_url) = test_postgres()?;
     let dir = std::env::temp_dir().join(format!("tiny-harness-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut server = shared_dev_server(&dir).await?;
@@ -285,7 +294,19 @@ fn chaos(extra: &[String]) -> Result<()> {
             .env("TINY_HARNESS_CHAOS_MINUTES", &minutes)
             .env("TINY_HARNESS_CHAOS_CONVERSATIONS", &conversations);
         c
-    })
+    })?;
+    // Issue 20: three instances on one Postgres, one SIGKILLed every 20-40 s.
+    let (postgres, postgres_url) = test_postgres()?;
+    let result = run({
+        let mut c = cargo();
+        c.args(["test", "-p", "contract-tests", "--test", "instances", "--", "--nocapture", "chaos_"])
+            .env("TINY_HARNESS_CHAOS_MINUTES", &minutes)
+            .env("TINY_HARNESS_CHAOS_CONVERSATIONS", &conversations)
+            .env("TINY_HARNESS_TEST_POSTGRES", &postgres_url);
+        c
+    });
+    drop(postgres);
+    result
 }
 
 /// `cargo xtask old-run [REV]` (issue 15): builds the harness of REV (default: the commit

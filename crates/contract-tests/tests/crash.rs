@@ -138,15 +138,27 @@ async fn check(h: &HarnessProcess, c: &Conversation, wait: Duration) -> Vec<Stri
                         ids(&w.history)
                     ));
                 }
-                // Every acknowledged message once, answered by its own reply, and no
-                // message (acknowledged or not) with a second turn.
+                // Every acknowledged message once, answered by its own reply (the reply that
+                // names it, after it: a message queued behind a turn comes before that
+                // turn's reply), and no message (acknowledged or not) with a second turn.
+                let answers = |i: usize, id: &str| {
+                    let key = harness_workflow::reply_ext_key();
+                    stored[i + 1..]
+                        .iter()
+                        .filter(|r| {
+                            r.metadata.as_ref().and_then(|md| md.get(&key)).and_then(|v| v["in_reply_to"].as_str())
+                                == Some(id)
+                        })
+                        .map(|r| r.text())
+                        .collect::<Vec<_>>()
+                };
                 let mut seen: HashMap<&str, usize> = HashMap::new();
                 for (i, m) in stored.iter().enumerate() {
                     if m.role == a2a_types::Role::User {
                         *seen.entry(m.message_id.as_str()).or_default() += 1;
-                        let reply = stored.get(i + 1).map(|r| r.text()).unwrap_or_default();
-                        if reply != format!("echo: {}", m.text()) {
-                            why.push(format!("{task_id}: `{}` is followed by `{reply}`", m.text()));
+                        let replies = answers(i, &m.message_id);
+                        if replies != [format!("echo: {}", m.text())] {
+                            why.push(format!("{task_id}: `{}` is answered by {replies:?}", m.text()));
                         }
                     }
                 }

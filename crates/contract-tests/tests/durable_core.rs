@@ -474,3 +474,73 @@ async fn queued_messages_of_one_conversation_are_each_answered_with_their_own_re
         assert_eq!(alpha["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     }
 }
+
+/// Issue 20: GetTask is answered from the store alone (no workflow query). While a turn
+/// runs it shows the WORKING status without the substate the parked task had, and a
+/// message accepted behind the running turn (which no event has stored yet) once, from
+/// its audit row; after the turns, every message is in the history once.
+#[tokio::test(flavor = "multi_thread")]
+async fn get_task_during_a_turn_shows_the_running_status_and_the_message_queued_behind_it() {
+    let script = "[[reply]]\nwhen = \"alpha\"\nchunks = [\"reply to alpha\"]\ndelay_ms = 4000\n\n\
+                  [[reply]]\nchunks = [\"hi\"]\n";
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), ..Default::default() }).await;
+    let c = h.client();
+    let opened = c.send(user_text("hello"), json!({})).await;
+    let id = opened["result"]["task"]["id"].as_str().unwrap().to_string();
+    let status_key = harness_workflow::status_ext_key();
+    let status_key = status_key.as_str();
+    assert!(opened["result"]["task"]["metadata"][status_key]["substate"].is_string(), "parked: {opened}");
+    let on_task = |text: &str| {
+        let mut m = user_text(text);
+        m["taskId"] = json!(id);
+        m
+    };
+    let alpha = tokio::spawn({
+        let (c, m) = (c.clone(), on_task("alpha"));
+        async move { c.send(m, json!({})).await }
+    });
+    let get = || {
+        let c = c.clone();
+        let id = id.clone();
+        async move { c.rpc("GetTask", json!({"id": id})).await["result"].clone() }
+    };
+    let users = |t: &Value| -> Vec<String> {
+        t["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "ROLE_USER")
+            .map(|m| m["parts"][0]["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let working = loop {
+        let t = get().await;
+        if t["status"]["state"] == "TASK_STATE_WORKING" && users(&t).last().map(String::as_str) == Some("alpha") {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "the turn shows as WORKING: {t}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(working["metadata"][status_key].is_null(), "a running turn has no substate: {working}");
+    let beta = tokio::spawn({
+        let (c, m) = (c.clone(), on_task("beta"));
+        async move { c.send(m, json!({})).await }
+    });
+    let queued = loop {
+        let t = get().await;
+        if users(&t).last().map(String::as_str) == Some("beta") {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "the queued message shows: {t}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!alpha.is_finished(), "alpha's turn still runs");
+    assert_eq!(queued["status"]["state"], "TASK_STATE_WORKING", "{queued}");
+    let texts: Vec<&str> =
+        queued["history"].as_array().unwrap().iter().map(|m| m["parts"][0]["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["hello", "hi", "alpha", "beta"], "each once, and no reply to alpha yet");
+    let (alpha, beta) = (alpha.await.unwrap(), beta.await.unwrap());
+    assert!(alpha.get("result").is_some() && beta.get("result").is_some(), "{alpha} {beta}");
+    assert_eq!(users(&get().await), ["hello", "alpha", "beta"], "stored once each");
+}

@@ -21,6 +21,8 @@ async fn instances_with(workers: &[bool], extra: &str) -> (Vec<HarnessProcess>, 
                 worker,
                 task_queue: Some(queue.clone()),
                 server_extra: "monitor_interval_secs = 1\n".into(),
+                // The default: Temporal hands a dead instance's workflow task on after 10 s.
+                request_timeout_secs: 30,
                 extra_config: format!("[store]\nurl = \"{url}\"\n{extra}\n"),
                 ..Default::default()
             })
@@ -39,63 +41,120 @@ fn reply_of(r: &Value) -> String {
     r["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or_default().to_string()
 }
 
-/// Issue 20, point 1: conversations alternate between two instances while GetTask calls on
-/// the other instance cross every message: no message fails, each is answered with its own
-/// reply, and each is in its history once, in order.
-///
-/// Ignored: it reproduces the open bug. On a loaded machine (the fresh-clone CI), messages
-/// fail after the request timeout and a reply crosses to the next message, because the
-/// workflow queries of GetTask and the monitor are kept apart from messages only within one
-/// process (docs/deploying.md, "Not done yet"). Run it with
-/// `cargo nextest run -p contract-tests --test instances --run-ignored all`.
+/// A JSON-RPC call that tells a dead or starting instance (no connection, no JSON-RPC
+/// answer: `Err`) from an answer, error or not (`Ok`).
+async fn call(base: &str, method: &str, params: Value) -> Result<Value, String> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let sent = reqwest::Client::new()
+        .post(format!("{base}/a2a/jsonrpc"))
+        .header("A2A-Version", "1.0")
+        .timeout(Duration::from_secs(120))
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = sent.status();
+    let text = sent.text().await.map_err(|e| e.to_string())?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v) if v.get("result").is_some() || v.get("error").is_some() => Ok(v),
+        _ => Err(format!("HTTP {status}: {text}")),
+    }
+}
+
+/// What a long run is told by `cargo xtask chaos` (`TINY_HARNESS_CHAOS_MINUTES`); the short
+/// run of `cargo xtask test` kills one instance once.
+fn chaos_minutes() -> Option<f64> {
+    std::env::var("TINY_HARNESS_CHAOS_MINUTES").ok().and_then(|v| v.parse().ok())
+}
+
+/// Issue 20, point 1: conversations alternate between three instances while GetTask and
+/// `/_monitor` on the other instances cross every message, and an instance is SIGKILLed and
+/// started again (once here; every 20-40 s under `cargo xtask chaos`). A client whose
+/// instance died under its request sends the same message (same `messageId`) to the next
+/// one, as docs/deploying.md tells clients to. Then: no message failed on a living
+/// instance, no read failed, each message was answered with its own reply, and each is in
+/// its conversation's history once, in order.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "reproduces issue 20 point 1 (queries crossing messages on two instances), not fixed yet"]
-async fn reads_crossing_messages_on_another_instance_lose_and_cross_nothing() {
-    let hs = instances(2).await;
+async fn chaos_three_instances_lose_and_cross_nothing_while_reads_cross_them_and_one_is_killed() {
+    let mut hs = instances(3).await;
     let bases: Arc<Vec<String>> = Arc::new(hs.iter().map(|h| h.base_url.clone()).collect());
     let stop = Arc::new(AtomicBool::new(false));
-    const CONVERSATIONS: usize = 8;
-    // TINY_HARNESS_INSTANCE_MESSAGES sets a longer run (60 sends ~1,000 messages).
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let long = chaos_minutes();
+    let conversations: usize = if long.is_some() {
+        std::env::var("TINY_HARNESS_CHAOS_CONVERSATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(8)
+    } else {
+        8
+    };
+    let until = long.map(|m| std::time::Instant::now() + Duration::from_secs_f64(m * 60.0));
+    // TINY_HARNESS_INSTANCE_MESSAGES sets a longer short run.
     let messages: usize =
-        std::env::var("TINY_HARNESS_INSTANCE_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
+        std::env::var("TINY_HARNESS_INSTANCE_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
     let mut work = Vec::new();
-    for c in 0..CONVERSATIONS {
-        let (bases, stop) = (bases.clone(), stop.clone());
+    for c in 0..conversations {
+        let (bases, stop, sent) = (bases.clone(), stop.clone(), sent.clone());
         work.push(tokio::spawn(async move {
             let mut failures = Vec::new();
+            let mut texts = Vec::new();
             let mut task: Option<String> = None;
             let reader = Arc::new(tokio::sync::Mutex::new(None::<String>));
-            // GetTask on the instance the next message does not go to, as fast as it answers.
+            // GetTask on the instances the next message does not go to, as fast as they answer.
             let reads = {
                 let (bases, stop, reader) = (bases.clone(), stop.clone(), reader.clone());
                 tokio::spawn(async move {
-                    let mut i = 0usize;
+                    let mut i = c;
                     let mut failed = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
                         let id = reader.lock().await.clone();
                         if let Some(id) = id {
-                            let r = rpc_as(&bases[i % 2], None, "GetTask", json!({"id": id})).await;
-                            if r.get("error").is_some() {
+                            i += 1;
+                            if let Ok(r) = call(&bases[i % 3], "GetTask", json!({"id": id})).await
+                                && r.get("error").is_some()
+                            {
                                 failed.push(r.to_string());
                             }
-                            i += 1;
                         }
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                     failed
                 })
             };
-            for m in 0..messages {
+            let mut m = 0usize;
+            loop {
+                let done = match until {
+                    Some(t) => std::time::Instant::now() >= t,
+                    None => m >= messages,
+                };
+                if done {
+                    break;
+                }
                 let text = format!("c{c}-m{m}");
                 let mut message = user_text(&text);
                 if let Some(id) = &task {
                     message["taskId"] = json!(id);
                 }
-                let r = rpc_as(&bases[m % 2], None, "SendMessage", json!({"message": message})).await;
+                // A dead instance's client tries the next one, with the same message.
+                let mut answer = None;
+                for attempt in 0..30 {
+                    match call(&bases[(c + m + attempt) % 3], "SendMessage", json!({"message": message})).await {
+                        Ok(r) => {
+                            answer = Some(r);
+                            break;
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                    }
+                }
+                m += 1;
+                let Some(r) = answer else {
+                    failures.push(format!("{text}: no instance answered"));
+                    continue;
+                };
                 if r.get("error").is_some() {
                     failures.push(format!("{text}: {r}"));
                     continue;
                 }
+                texts.push(text.clone());
+                sent.fetch_add(1, Ordering::Relaxed);
                 if reply_of(&r) != format!("echo: {text}") {
                     failures.push(format!("sent {text}, reply {:?}", reply_of(&r)));
                 }
@@ -105,16 +164,69 @@ async fn reads_crossing_messages_on_another_instance_lose_and_cross_nothing() {
                     task = Some(id);
                 }
             }
-            (c, task, failures, reads)
+            (c, task, texts, failures, reads)
         }));
+    }
+    // The monitor of every instance, read in a loop (its own refresh runs every second too).
+    let monitor = {
+        let (bases, stop) = (bases.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut reads = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                for base in bases.iter() {
+                    if let Ok(r) = reqwest::get(format!("{base}/_monitor")).await
+                        && r.status().is_success()
+                    {
+                        reads += 1;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            reads
+        })
+    };
+    // Kill an instance once a share of the messages is answered; under chaos, again and again.
+    let mut kills = 0usize;
+    let mut victim = 2usize;
+    loop {
+        let finished = work.iter().all(|w| w.is_finished());
+        if finished {
+            break;
+        }
+        let due = match until {
+            None => kills == 0 && sent.load(Ordering::Relaxed) >= conversations * messages / 3,
+            Some(_) => true,
+        };
+        if due {
+            if until.is_some() {
+                let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+                let wait = 20_000 + u64::from(nanos) % 20_000;
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+                if work.iter().all(|w| w.is_finished()) {
+                    break;
+                }
+            }
+            hs[victim].kill9();
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            hs[victim].restart().await;
+            kills += 1;
+            victim = (victim + 1) % 3;
+            eprintln!(
+                "killed and restarted an instance ({kills} so far, {} messages answered)",
+                sent.load(Ordering::Relaxed)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut results = Vec::new();
     for w in work {
         results.push(w.await.unwrap());
     }
     stop.store(true, Ordering::Relaxed);
+    assert!(kills >= 1, "an instance was killed");
+    assert!(monitor.await.unwrap() > 0, "the monitors answered");
     let mut all_failures = Vec::new();
-    for (c, task, failures, reads) in results {
+    for (c, task, texts, failures, reads) in results {
         all_failures.extend(failures);
         all_failures.extend(reads.await.unwrap().into_iter().map(|r| format!("GetTask of c{c}: {r}")));
         let id = task.expect("the conversation opened");
@@ -126,9 +238,12 @@ async fn reads_crossing_messages_on_another_instance_lose_and_cross_nothing() {
             .filter(|m| m["role"] == "ROLE_USER")
             .map(|m| m["parts"][0]["text"].as_str().unwrap().to_string())
             .collect();
-        let expected: Vec<String> = (0..messages).map(|m| format!("c{c}-m{m}")).collect();
-        assert_eq!(users, expected, "c{c}: every message once, in order");
+        if users != texts {
+            all_failures.push(format!("c{c}: history {users:?}, acknowledged {texts:?}"));
+        }
     }
+    let total = sent.load(Ordering::Relaxed);
+    eprintln!("{total} messages answered, {kills} kills");
     assert!(all_failures.is_empty(), "{} failures:\n{}", all_failures.len(), all_failures.join("\n"));
 }
 

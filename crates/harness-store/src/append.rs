@@ -86,7 +86,7 @@ pub struct Appended {
 
 /// The task row's update by an appended event, then `$tail`: parameters $2..$7 are
 /// [`Fields`] in order, and an empty value keeps the stored one (an event updates only what
-/// it knows).
+/// it knows); `$tail` takes its own parameters from $9.
 macro_rules! update_row {
     ($($tail:tt)+) => {
         concat!(
@@ -95,6 +95,7 @@ macro_rules! update_row {
             "status_ts = CASE WHEN $5 = '' THEN status_ts ELSE $5 END, ",
             "snapshot = CASE WHEN $6 = '' THEN snapshot ELSE $6 END, ",
             "context_id = CASE WHEN $7 = '' THEN context_id ELSE $7 END, ",
+            "status_md = CASE WHEN $8 = '' THEN status_md ELSE $8 END, ",
             $($tail)+
         )
     };
@@ -108,19 +109,19 @@ macro_rules! pushes {
 }
 
 /// Takes the next seq of an open task (the fence: nothing is appended after a terminal
-/// state) whose log lacks the key $8.
+/// state) whose log lacks the key $9.
 static FAST_UPDATE: LazyLock<String> = LazyLock::new(|| {
     format!(
         concat!(
             update_row!("last_seq = last_seq + 1 WHERE task_id = $1 AND state NOT IN ({}) "),
-            "AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $8) RETURNING last_seq, ",
+            "AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $9) RETURNING last_seq, ",
             pushes!()
         ),
         *TERMINAL_STATES
     )
 });
-/// Sets the seq $8.
-const SET_SEQ: &str = update_row!("last_seq = $8 WHERE task_id = $1");
+/// Sets the seq $9.
+const SET_SEQ: &str = update_row!("last_seq = $9 WHERE task_id = $1");
 
 /// What an event writes, serialised before the writer is taken.
 struct Fields {
@@ -132,6 +133,9 @@ struct Fields {
     /// so reads between snapshots (ListTasks) show the current status.
     status: String,
     status_ts: String,
+    /// The metadata of a status event (`{}` when it has none), or "" for any other event:
+    /// what a read from the store shows of the newest status between snapshots.
+    status_md: String,
     /// The snapshot's head (no history, no artifacts: those are `changes`).
     snapshot: String,
     context_id: String,
@@ -153,12 +157,18 @@ impl Fields {
             Some(st) => (serde_json::to_string(st)?, st.timestamp.clone().unwrap_or_else(|| ts.clone())),
             None => (String::new(), String::new()),
         };
+        let status_md = match &e.event {
+            StreamResponse::StatusUpdate(u) => serde_json::to_string(&u.metadata.clone().unwrap_or_default())?,
+            StreamResponse::Task(_) => "{}".to_string(),
+            _ => String::new(),
+        };
         Ok(Self {
             body: serde_json::to_string(&e.event)?,
             state: e.event.state().map(|s| s.as_str()).unwrap_or(""),
             ts,
             status,
             status_ts,
+            status_md,
             snapshot: e.snapshot.as_ref().map(|t| serde_json::to_string(&t.head())).transpose()?.unwrap_or_default(),
             context_id: e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default(),
             changes: Changes::of(e)?,
@@ -195,7 +205,7 @@ struct Statements<'a> {
 type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 impl<'a> Statements<'a> {
-    /// `sql` (an [`update_row!`]) with parameters $1..$7 bound.
+    /// `sql` (an [`update_row!`]) with parameters $1..$8 bound.
     fn update_row(&self, sql: &'a str) -> Query<'a> {
         let f = self.fields;
         sqlx::query(sql)
@@ -206,6 +216,7 @@ impl<'a> Statements<'a> {
             .bind(f.status_ts.as_str())
             .bind(f.snapshot.as_str())
             .bind(f.context_id.as_str())
+            .bind(f.status_md.as_str())
     }
 
     fn insert_event(&self, seq: i64) -> Query<'a> {
@@ -237,7 +248,7 @@ async fn append(
 ) -> Result<Appended, StoreError> {
     let at = Statements { task_id: &task_id, key: &key, fields: &fields };
     // The common case in two statements: an open task whose log lacks this key takes the
-    // next seq and what this event knows (parameter $8 is the key).
+    // next seq and what this event knows (parameter $9 is the key).
     let taken = at.update_row(FAST_UPDATE.as_str()).bind(key.as_str()).fetch_optional(&mut *conn).await?;
     if let Some(row) = taken {
         let seq: i64 = row.try_get("last_seq")?;
@@ -388,6 +399,8 @@ impl Store {
         let status = serde_json::to_string(&head.status)?;
         let status_ts = head.status.timestamp.clone().unwrap_or_default();
         let snapshot = serde_json::to_string(&head.head())?;
+        // The workflow's head stands for its newest status: its metadata is what that says.
+        let status_md = serde_json::to_string(&head.metadata.clone().unwrap_or_default())?;
         let state = head.status.state.as_str();
         let notify_id = task_id.clone();
         let cut = transaction!(self, move |conn| {
@@ -405,13 +418,14 @@ impl Store {
             rewind(conn, &task_id, keep_through + 1, Some(kept)).await?;
             sqlx::query(
                 "UPDATE tasks SET state = $2, status = $3, status_ts = CASE WHEN $4 = '' THEN status_ts ELSE $4 END, \
-                         snapshot = $5 WHERE task_id = $1",
+                         snapshot = $5, status_md = $6 WHERE task_id = $1",
             )
             .bind(task_id.as_str())
             .bind(state)
             .bind(status)
             .bind(status_ts)
             .bind(snapshot)
+            .bind(status_md)
             .execute(&mut *conn)
             .await?;
             Ok(true)

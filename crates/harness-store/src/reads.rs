@@ -3,9 +3,12 @@
 
 use crate::sql::TERMINAL_STATES;
 use crate::{Artifacts, Store, StoreError};
-use a2a_types::{StreamResponse, Task, TaskState};
+use a2a_types::{Message, StreamResponse, Struct, Task, TaskState};
 use sqlx::Row;
 use std::sync::LazyLock;
+
+/// How many of a task's newest events [`Store::unstored_messages`] looks behind.
+const UNSTORED_WINDOW: i64 = 16;
 
 /// An event read back from the log.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,20 +34,32 @@ pub struct TaskHead {
 pub struct OpenTask {
     pub task_id: String,
     pub state: TaskState,
-    pub substate: Option<String>,
     /// Messages its senders sent.
     pub turns: u32,
-    /// The tokens its turns used (the head's usage metadata), when its provider counts them.
-    pub usage: Option<serde_json::Value>,
+    /// The stored snapshot's metadata (as of the newest final status).
+    pub metadata: Option<Struct>,
+    /// The newest status event's metadata; `None` for a row written before it was kept.
+    pub status_md: Option<Struct>,
+    /// Where its log ends.
+    pub last_seq: i64,
 }
 
 /// The stored row of a task.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskRow {
+    /// The snapshot with the newest status (the status column's) and the history and
+    /// artifacts asked for.
     pub task: Task,
     pub state: TaskState,
     pub last_seq: i64,
     pub task_queue: String,
+    /// The newest status event's metadata; `None` for a row written before it was kept.
+    pub status_md: Option<Struct>,
+}
+
+/// The metadata of the newest status event as stored ("" before it was kept).
+fn status_md(text: &str) -> Result<Option<Struct>, StoreError> {
+    if text.is_empty() { Ok(None) } else { Ok(Some(serde_json::from_str(text)?)) }
 }
 
 impl Store {
@@ -100,10 +115,12 @@ impl Store {
         history_length: Option<i32>,
         artifacts: Artifacts,
     ) -> Result<Option<TaskRow>, StoreError> {
-        let Some(r) = sqlx::query("SELECT snapshot, state, last_seq, task_queue FROM tasks WHERE task_id = $1")
-            .bind(task_id)
-            .fetch_optional(self.reads())
-            .await?
+        let Some(r) = sqlx::query(
+            "SELECT snapshot, state, status, status_md, last_seq, task_queue FROM tasks WHERE task_id = $1",
+        )
+        .bind(task_id)
+        .fetch_optional(self.reads())
+        .await?
         else {
             return Ok(None);
         };
@@ -114,10 +131,21 @@ impl Store {
         let state: String = r.try_get("state")?;
         let mut task: Task = serde_json::from_str(&snapshot)?;
         let state: TaskState = state.parse().unwrap_or_default();
-        // The snapshot is written with status events; a later event may have moved the state.
+        // The snapshot is written with final statuses; a later event (a WORKING status) may
+        // have moved the status on.
+        let status: String = r.try_get("status")?;
+        if !status.is_empty() {
+            task.status = serde_json::from_str(&status)?;
+        }
         task.status.state = state;
         self.fill_one(&mut task, history_length, artifacts).await?;
-        Ok(Some(TaskRow { task, state, last_seq: r.try_get("last_seq")?, task_queue: r.try_get("task_queue")? }))
+        Ok(Some(TaskRow {
+            task,
+            state,
+            last_seq: r.try_get("last_seq")?,
+            task_queue: r.try_get("task_queue")?,
+            status_md: status_md(&r.try_get::<String, _>("status_md")?)?,
+        }))
     }
     /// The task queue that owns a task, when its log has begun (S19).
     pub async fn task_queue_of(&self, task_id: &str) -> Result<Option<String>, StoreError> {
@@ -135,8 +163,8 @@ impl Store {
     pub async fn open_task_states(&self, task_queue: &str) -> Result<Vec<OpenTask>, StoreError> {
         static OPEN: LazyLock<String> = LazyLock::new(|| {
             format!(
-                "SELECT t.task_id, t.state, t.snapshot, t.user_messages AS turns FROM tasks t WHERE t.task_queue = \
-                 $1 AND t.snapshot <> '' AND t.state NOT IN ({}) ORDER BY t.status_ts DESC LIMIT 1000",
+                "SELECT t.task_id, t.state, t.snapshot, t.status_md, t.last_seq, t.user_messages AS turns FROM tasks t \
+                 WHERE t.task_queue = $1 AND t.snapshot <> '' AND t.state NOT IN ({}) ORDER BY t.status_ts DESC LIMIT 1000",
                 *TERMINAL_STATES
             )
         });
@@ -146,19 +174,14 @@ impl Store {
                 let state: String = r.try_get("state")?;
                 let snapshot: String = r.try_get("snapshot")?;
                 let head: Task = serde_json::from_str(&snapshot)?;
-                let ext = |name: &str| {
-                    let suffix = format!("/{name}");
-                    head.metadata.as_ref().and_then(|m| m.iter().find(|(k, _)| k.ends_with(&suffix)).map(|(_, v)| v))
-                };
-                let substate = ext("status").and_then(|v| v.get("substate")).and_then(|v| v.as_str()).map(String::from);
-                let usage = ext("usage").cloned();
                 let turns: i64 = r.try_get("turns")?;
                 Ok(OpenTask {
                     task_id: r.try_get("task_id")?,
                     state: state.parse().unwrap_or_default(),
-                    substate,
                     turns: u32::try_from(turns).unwrap_or(u32::MAX),
-                    usage,
+                    metadata: head.metadata,
+                    status_md: status_md(&r.try_get::<String, _>("status_md")?)?,
+                    last_seq: r.try_get("last_seq")?,
                 })
             })
             .collect()
@@ -193,6 +216,48 @@ impl Store {
         rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
     }
 
+    /// The messages its workflow accepted that the task's stored history does not hold yet,
+    /// in the order they were accepted (issue 20): a message queued behind a running turn is
+    /// stored with the turn's next event, so a read from the store alone takes it from its
+    /// accepted audit row meanwhile. `last_seq` is where the task's log ends (0 when it has
+    /// not begun). A message accepted at cursor `c` is stored by the first event its
+    /// workflow emits after taking it, at `c + 2` at the latest (one emit may have been on
+    /// its way); only the rows accepted within the last [`UNSTORED_WINDOW`] events are
+    /// looked at, and each is checked against the newest stored messages by id.
+    pub async fn unstored_messages(&self, task_id: &str, last_seq: i64) -> Result<Vec<Message>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT body FROM inbox WHERE task_id = $1 AND outcome = 'accepted' AND receipt_cursor >= $2 \
+             ORDER BY receipt_cursor, received_at, request_id",
+        )
+        .bind(task_id)
+        .bind(last_seq - UNSTORED_WINDOW)
+        .fetch_all(self.reads())
+        .await?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let accepted = rows
+            .iter()
+            .map(|r| Ok(serde_json::from_str::<Message>(&r.try_get::<String, _>("body")?)?))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        // What the events since then stored: those messages and the replies between them.
+        let tail = sqlx::query("SELECT message FROM task_history WHERE task_id = $1 ORDER BY idx DESC LIMIT $2")
+            .bind(task_id)
+            .bind(2 * accepted.len() as i64 + 2 * UNSTORED_WINDOW)
+            .fetch_all(self.reads())
+            .await?;
+        let mut stored = std::collections::HashSet::new();
+        for r in &tail {
+            stored.insert(serde_json::from_str::<Message>(&r.try_get::<String, _>("message")?)?.message_id);
+        }
+        let mut seen = std::collections::HashSet::new();
+        // A message with no parts is a brief alone (S22): the workflow records nothing of it.
+        Ok(accepted
+            .into_iter()
+            .filter(|m| !m.parts.is_empty() && !stored.contains(&m.message_id) && seen.insert(m.message_id.clone()))
+            .collect())
+    }
+
     /// Ids of every task whose log has begun.
     pub async fn task_ids(&self) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query("SELECT task_id FROM tasks ORDER BY task_id").fetch_all(self.reads()).await?;
@@ -206,6 +271,69 @@ mod tests {
     use crate::test_support::*;
 
     on_both!(the_reconciler_looks_at_open_tasks_that_changed_last, recently_changed);
+    on_both!(a_read_from_the_store_alone_has_the_newest_status_and_the_accepted_messages, store_alone);
+
+    fn user(id: &str) -> a2a_types::Message {
+        a2a_types::Message { role: a2a_types::Role::User, task_id: "t".into(), context_id: "c".into(), ..message(id) }
+    }
+
+    /// Issue 20: GetTask and the monitor read the store only. Between snapshots the row
+    /// shows the newest status and its metadata; a message the workflow accepted and no
+    /// event stored yet comes from its audit row, once, until an event stores it.
+    async fn store_alone(store: Store) {
+        let substate = serde_json::json!({"ns/status": {"substate": "awaiting-next-message"}});
+        let md = |v: &serde_json::Value| v.as_object().unwrap().clone().into_iter().collect::<Struct>();
+        let mut parked = new("t", "wf-1", status("t", TaskState::InputRequired));
+        parked.snapshot =
+            Some(Task { id: "t".into(), context_id: "c".into(), metadata: Some(md(&substate)), ..Default::default() });
+        parked.history = vec![user("m1")];
+        store.append(&parked).await.unwrap();
+        let row = store.task("t", None).await.unwrap().unwrap();
+        assert_eq!(row.status_md, Some(Struct::new()), "a status without metadata keeps an empty one");
+        assert_eq!(row.task.metadata, Some(md(&substate)));
+
+        let mark = serde_json::json!({"ns/sub_task": {"agent": "b", "task_id": "r-1"}});
+        let mut working = status("t", TaskState::Working);
+        if let StreamResponse::StatusUpdate(u) = &mut working {
+            u.status.message = Some(message("progress"));
+            u.metadata = Some(md(&mark));
+        }
+        let at = store.append(&new("t", "wf-2", working)).await.unwrap().seq;
+        let row = store.task("t", None).await.unwrap().unwrap();
+        assert_eq!(row.task.status.state, TaskState::Working);
+        assert_eq!(
+            row.task.status.message.as_ref().map(|m| m.message_id.as_str()),
+            Some("progress"),
+            "the newest status"
+        );
+        assert_eq!(row.status_md, Some(md(&mark)), "and its metadata");
+        let open = store.open_task_states("q").await.unwrap();
+        assert_eq!((open[0].status_md.clone(), open[0].last_seq), (Some(md(&mark)), at));
+
+        // Accepted behind the running turn: m2 (twice: a redelivery), not m3 (refused) or
+        // m4 (not answered yet).
+        for (req, id, outcome) in [
+            ("r2", "m2", crate::InboxOutcome::Accepted(at)),
+            ("r2b", "m2", crate::InboxOutcome::Accepted(at)),
+            ("r3", "m3", crate::InboxOutcome::Refused("no".into())),
+            ("r4", "m4", crate::InboxOutcome::Received),
+        ] {
+            store.record_inbox(req, "t", &user(id), crate::InboxOutcome::Received, "").await.unwrap();
+            store.set_inbox_outcome(req, outcome).await.unwrap();
+        }
+        assert_eq!(ids(&store.unstored_messages("t", at).await.unwrap()), ["m2"]);
+        // m1 was accepted long before and is stored: not looked at, not repeated.
+        store.record_inbox("r1", "t", &user("m1"), crate::InboxOutcome::Accepted(0), "").await.unwrap();
+        store.set_inbox_outcome("r1", crate::InboxOutcome::Accepted(0)).await.unwrap();
+        assert_eq!(ids(&store.unstored_messages("t", at).await.unwrap()), ["m2"]);
+
+        let mut stored = new("t", "wf-3", status("t", TaskState::InputRequired));
+        stored.history = vec![user("m2"), message("reply")];
+        stored.history_from = 1;
+        let at = store.append(&stored).await.unwrap().seq;
+        assert!(store.unstored_messages("t", at).await.unwrap().is_empty(), "stored by the next event");
+        assert!(store.unstored_messages("other", 0).await.unwrap().is_empty());
+    }
 
     async fn recently_changed(store: Store) {
         let opened = |t: &str| {

@@ -334,9 +334,24 @@ impl TaskWorkflow {
         LiveTask { task: self.live_task(), stored_history: self.stored_history as u32 }
     }
 
-    /// Where the committed log ends (docs/event-log.md, the reconciler).
+    /// Where the committed log ends, for an operator's `temporal workflow query`. The
+    /// harness itself asks [`TaskWorkflow::position`]: a query can cross a message.
     #[query(name = "log")]
     pub fn log(&self, _ctx: &WorkflowContextView) -> LogPosition {
+        self.log_position()
+    }
+
+    /// Where the committed log ends, as the reconciler asks it (docs/event-log.md): an
+    /// update that changes nothing, because a query crossing a message's workflow task on
+    /// another instance can make the worker lose one (issue 20). Its answer is sent only
+    /// once the workflow task that took it has committed, with everything before it.
+    #[update(name = "position")]
+    pub fn position(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _ask: ()) -> LogPosition {
+        self.run_updates += 1;
+        self.log_position()
+    }
+
+    fn log_position(&self) -> LogPosition {
         LogPosition {
             last_seq: self.last_seq,
             stored_history: self.stored_history as u32,

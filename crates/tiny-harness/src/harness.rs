@@ -351,7 +351,6 @@ impl Harness {
                 client,
                 task_queue: config.temporal.task_queue.clone(),
                 timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
-                gates: Default::default(),
             },
             store,
             redactor: Redactor::new(config.secret_values()),

@@ -13,7 +13,6 @@ mod openapi;
 mod peer;
 mod reconcile;
 pub mod supervise;
-mod task_gate;
 pub mod temporal_dev;
 mod worker;
 

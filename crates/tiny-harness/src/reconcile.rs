@@ -21,10 +21,11 @@ use harness_store::{NewEvent, Store, Stored};
 use harness_workflow::TaskWorkflow;
 use std::sync::Arc;
 use std::time::Duration;
-use temporalio_client::{Client, WorkflowDescribeOptions, WorkflowExecutionStatus, WorkflowQueryOptions};
+use temporalio_client::{Client, WorkflowDescribeOptions, WorkflowExecuteUpdateOptions, WorkflowExecutionStatus};
 
-/// How long one task's query may take: a workflow task that a dead worker had started is
-/// retried only after its timeout (10 s), and a query waits for it.
+/// How long one task's question (its `position` update, or a describe) may take: a
+/// workflow task that a dead worker had started is retried only after its timeout (10 s),
+/// and the update waits for it.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Tasks reconciled at once.
 const AT_ONCE: usize = 4;
@@ -108,8 +109,8 @@ async fn one(handler: &HarnessHandler, task_id: &str) -> Outcome {
     }
     let Ok(Some(seen)) = handler.store.task_head(task_id).await else { return Outcome::Agrees };
     let handle = handler.temporal.client.get_workflow_handle::<TaskWorkflow>(task_id);
-    let query = handle.query(TaskWorkflow::log, (), WorkflowQueryOptions::default());
-    let position = match tokio::time::timeout(QUERY_TIMEOUT, handler.temporal.gates.query(task_id, query)).await {
+    let ask = handle.execute_update(TaskWorkflow::position, (), WorkflowExecuteUpdateOptions::default());
+    let position = match tokio::time::timeout(QUERY_TIMEOUT, ask).await {
         Ok(Ok(p)) => p,
         _ => return Outcome::Unanswered,
     };

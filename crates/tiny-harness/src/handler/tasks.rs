@@ -1,5 +1,5 @@
-//! GetTask, CancelTask and SubscribeToTask, and the reads behind them and `/_monitor`: the
-//! workflow's view while it runs, the store's once it has ended or while Temporal is down.
+//! GetTask, CancelTask and SubscribeToTask, and the reads behind them and `/_monitor`, all
+//! from the store: no read asks a workflow (issue 20).
 
 use super::access::Access;
 use super::stream::StopAt;
@@ -9,7 +9,7 @@ use a2a_types::{
     A2AError, CancelTaskRequest, ErrorKind, GetTaskRequest, SubscribeToTaskRequest, Task, TaskState, validate,
 };
 use futures::StreamExt;
-use harness_workflow::{LiveTask, terminal_refusal};
+use harness_workflow::terminal_refusal;
 
 impl HarnessHandler {
     /// GetTask (S13).
@@ -79,32 +79,46 @@ impl HarnessHandler {
         Ok(self.log_stream(req.id, 0, StopAt::Terminal))
     }
 
-    /// Every task of this queue that has not ended (S20): read from the store, and only the
-    /// tasks a turn runs on (WORKING or SUBMITTED, as many as run at once) are asked for
-    /// their mailbox and turn; none while Temporal does not answer.
+    /// Every task of this queue that has not ended (S20), from the store alone (issue 20):
+    /// no workflow is asked, so the monitor of any instance never crosses a message. A task
+    /// a turn runs on shows as its mailbox the messages accepted behind the turn.
     pub(crate) async fn monitor_rows(&self) -> Result<Vec<harness_workflow::MonitorRow>, A2AError> {
         let open = self.store.open_task_states(self.task_queue()).await.map_err(store_error)?;
+        let open_ids: std::collections::HashSet<String> = open.iter().map(|r| r.task_id.clone()).collect();
         let mut rows = Vec::new();
         for row in open {
-            // A task waiting for its sub-tasks is asked too: its children are in the workflow.
-            let busy = matches!(row.state, TaskState::Working | TaskState::Submitted)
-                || row.substate.as_deref() == Some(harness_workflow::AWAITING_SUBTASKS);
-            if busy
-                && self.health.is_up()
-                && let Some(r) = self.temporal.monitor(&row.task_id).await
-            {
-                rows.push(r);
-                continue;
+            let metadata = current_metadata(row.metadata, row.status_md.as_ref());
+            let mailbox_depth = if matches!(row.state, TaskState::Working | TaskState::Submitted) {
+                self.store.unstored_messages(&row.task_id, row.last_seq).await.map_err(store_error)?.len() as u32
+            } else {
+                0
+            };
+            let mut children = Vec::new();
+            for (task_id, agent) in sub_tasks_of(metadata.as_ref()) {
+                // An open child takes its state from its own row below; an ended one's is final.
+                let state = if open_ids.contains(&task_id) {
+                    None
+                } else {
+                    self.store.task_head(&task_id).await.map_err(store_error)?.map(|h| h.state)
+                };
+                children.push(harness_workflow::ChildRow { task_id, agent, state, remote_task_id: None });
             }
+            let ext = |key: String| metadata.as_ref().and_then(|m| m.get(&key)).cloned();
+            let remote = ext(harness_workflow::sub_task_ext_key()).map(|mark| harness_workflow::ChildRow {
+                task_id: row.task_id.clone(),
+                agent: mark.get("agent").and_then(|a| a.as_str()).unwrap_or_default().to_string(),
+                state: Some(row.state),
+                remote_task_id: mark.get("task_id").and_then(|t| t.as_str()).map(String::from),
+            });
             rows.push(harness_workflow::MonitorRow {
                 task_id: row.task_id,
                 state: row.state,
-                substate: row.substate,
-                mailbox_depth: 0,
+                substate: substate_of(metadata.as_ref()),
+                mailbox_depth,
                 turn: row.turns,
-                children: Vec::new(),
-                remote: None,
-                usage: row.usage.and_then(|u| serde_json::from_value(u).ok()),
+                children,
+                remote,
+                usage: ext(harness_workflow::usage_ext_key()).and_then(|u| serde_json::from_value(u).ok()),
             });
         }
         // Issue 19: each open child shows its remote task's state as its stand-in sees it.
@@ -121,60 +135,71 @@ impl HarnessHandler {
         Ok(rows)
     }
 
-    /// The task as its workflow sees it, or the store's copy once the workflow is gone
-    /// (with the newest `history_length` messages).
+    /// The task as the store has it, with the newest `history_length` messages (S13), on
+    /// any instance and without asking its workflow (issue 20, docs/event-log.md "Where
+    /// GetTask's fields come from"): the store is at most one event behind the workflow,
+    /// and the messages it accepted that no event stored yet come from their audit rows.
     async fn current_task(&self, task_id: &str, history_length: Option<i32>) -> Result<Task, A2AError> {
-        // The head says whether the store's copy is the answer; the whole row (with its
-        // history) is read only when it is.
-        let head = self.store.task_head(task_id).await.map_err(store_error)?;
-        let stored = || async {
-            Ok::<_, A2AError>(if head.is_some() {
-                self.row(task_id, history_length).await?.map(|r| r.task)
-            } else {
-                None
-            })
+        let Some(row) = self.row(task_id, history_length).await? else {
+            // Accepted, and its workflow has not stored the opening Task yet.
+            let history = self.store.unstored_messages(task_id, 0).await.map_err(store_error)?;
+            let first = history.first().ok_or_else(|| A2AError::task_not_found(task_id))?;
+            return Ok(Task {
+                id: task_id.to_string(),
+                context_id: first.context_id.clone(),
+                status: a2a_types::TaskStatus { state: TaskState::Submitted, message: None, timestamp: None },
+                history,
+                ..Default::default()
+            });
         };
-        if head.as_ref().is_some_and(|h| h.state.is_terminal()) {
-            return stored().await?.ok_or_else(|| A2AError::task_not_found(task_id));
+        let mut task = row.task;
+        task.metadata = current_metadata(task.metadata.take(), row.status_md.as_ref());
+        if !row.state.is_terminal() {
+            task.history.extend(self.store.unstored_messages(task_id, row.last_seq).await.map_err(store_error)?);
         }
-        if !self.health.is_up() {
-            // Temporal does not answer: the store's copy, as of its newest event.
-            return stored().await?.ok_or_else(|| self.health.unavailable("reading the task"));
-        }
-        match self.temporal.live(task_id).await {
-            Ok(Some(live)) => self.with_stored_conversation(live, history_length).await,
-            Ok(None) => stored().await?.ok_or_else(|| A2AError::task_not_found(task_id)),
-            Err(e) => stored().await?.ok_or(e),
-        }
+        Ok(task.with_history_length(history_length))
     }
+}
 
-    /// The workflow's live view with the conversation the store has (S13): the head
-    /// (status, metadata) is the workflow's; the history is the store's first
-    /// `stored_history` messages then the workflow's pending ones, the newest
-    /// `history_length` of them; the artifacts are the store's with the workflow's pending
-    /// ones over them by id (docs/event-log.md, "Where GetTask's fields come from").
-    async fn with_stored_conversation(&self, live: LiveTask, history_length: Option<i32>) -> Result<Task, A2AError> {
-        let mut task = live.task;
-        let pending = std::mem::take(&mut task.history);
-        let wanted = history_length.map(|n| n.max(0) as usize);
-        let from_store = wanted.map(|n| n.saturating_sub(pending.len()));
-        if from_store != Some(0) && live.stored_history > 0 {
-            task.history =
-                self.store.history(&task.id, i64::from(live.stored_history), from_store).await.map_err(store_error)?;
-        }
-        task.history.extend(pending);
-        let pending_artifacts = std::mem::take(&mut task.artifacts);
-        if let Some(row) = self.store.task(&task.id, Some(0)).await.map_err(store_error)? {
-            task.artifacts = row.task.artifacts;
-        }
-        for artifact in pending_artifacts {
-            match task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
-                Some(existing) => *existing = artifact,
-                None => task.artifacts.push(artifact),
-            }
-        }
-        Ok(task)
+/// A task's head metadata now: the stored snapshot's (as of its newest final status) with
+/// what the newest status event says over it (`status_md`): its substate (a WORKING status
+/// has none) and, on a stand-in, the remote task it follows (`{"agent", "task_id"}`; a
+/// parent's sub-task result on its status names a `state`, and is no part of its head). A
+/// row written before the status's metadata was kept (`None`) shows the snapshot's.
+fn current_metadata(
+    snapshot: Option<a2a_types::Struct>,
+    status_md: Option<&a2a_types::Struct>,
+) -> Option<a2a_types::Struct> {
+    let Some(newest) = status_md else { return snapshot };
+    let mut md = snapshot.unwrap_or_default();
+    let status = harness_workflow::status_ext_key();
+    md.remove(&status);
+    if let Some(v) = newest.get(&status) {
+        md.insert(status, v.clone());
     }
+    let sub_task = harness_workflow::sub_task_ext_key();
+    if let Some(v) = newest.get(&sub_task).filter(|v| v.get("state").is_none()) {
+        md.insert(sub_task, v.clone());
+    }
+    (!md.is_empty()).then_some(md)
+}
+
+/// The substate a task's head metadata carries.
+fn substate_of(metadata: Option<&a2a_types::Struct>) -> Option<String> {
+    let status = metadata?.get(&harness_workflow::status_ext_key())?;
+    status.get("substate")?.as_str().map(String::from)
+}
+
+/// The sub-tasks a parent's task data lists (`sub_tasks`: `{task_id, agent}`).
+fn sub_tasks_of(metadata: Option<&a2a_types::Struct>) -> Vec<(String, String)> {
+    let list = metadata.and_then(|m| m.get(&harness_workflow::task_ext_key())).and_then(|d| d.get("sub_tasks"));
+    let Some(list) = list.and_then(|l| l.as_array()) else { return Vec::new() };
+    list.iter()
+        .filter_map(|t| {
+            let field = |k: &str| t.get(k).and_then(|v| v.as_str()).map(String::from);
+            Some((field("task_id")?, field("agent").unwrap_or_default()))
+        })
+        .collect()
 }
 
 /// The `Last-Event-ID` a reconnecting client sent (the SSE `id` of the last event it got, a
@@ -217,5 +242,44 @@ impl HarnessHandler {
         let log = self.log_stream(task_id, after, StopAt::Terminal);
         let start = StreamItem::Comment(format!("resumed after event {after}"));
         Ok(futures::stream::once(async move { Ok(start) }).chain(log).boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn md(v: serde_json::Value) -> a2a_types::Struct {
+        v.as_object().unwrap().clone().into_iter().collect()
+    }
+
+    /// Issue 20: the head a read from the store shows between snapshots.
+    #[test]
+    fn the_newest_status_sets_the_substate_and_a_stand_ins_remote_task_over_the_snapshot() {
+        let (status, sub_task, task) = (
+            harness_workflow::status_ext_key(),
+            harness_workflow::sub_task_ext_key(),
+            harness_workflow::task_ext_key(),
+        );
+        let parked = md(json!({&status: {"substate": "awaiting-next-message"}, &task: {"goal": "g"}}));
+        // A WORKING status: no substate, the task data kept.
+        let head = current_metadata(Some(parked.clone()), Some(&md(json!({})))).unwrap();
+        assert_eq!(head, md(json!({&task: {"goal": "g"}})));
+        assert_eq!(substate_of(Some(&head)), None);
+        // A stand-in's mirrored status names its remote task; a parent's sub-task result
+        // (with a state) and a command's mark stay on the event.
+        let following = md(json!({&sub_task: {"agent": "b", "task_id": "r"}, "command": "x"}));
+        let head = current_metadata(Some(parked.clone()), Some(&following)).unwrap();
+        assert_eq!(head[&sub_task], json!({"agent": "b", "task_id": "r"}));
+        assert!(!head.contains_key("command"));
+        let result = md(json!({&status: {"substate": "awaiting-subtasks"}, &sub_task: {"task_id": "s", "state": "x"}}));
+        let head = current_metadata(Some(parked.clone()), Some(&result)).unwrap();
+        assert!(!head.contains_key(&sub_task));
+        assert_eq!(substate_of(Some(&head)).as_deref(), Some("awaiting-subtasks"));
+        // A row from before the column: the snapshot's.
+        assert_eq!(current_metadata(Some(parked.clone()), None), Some(parked));
+        let parent = md(json!({&task: {"sub_tasks": [{"task_id": "s1", "agent": "b"}, {"agent": "no id"}]}}));
+        assert_eq!(sub_tasks_of(Some(&parent)), [("s1".to_string(), "b".to_string())]);
     }
 }

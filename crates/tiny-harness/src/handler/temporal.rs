@@ -1,20 +1,19 @@
 //! Every call the handler makes to Temporal, in one client type: each is bounded by the
-//! request timeout (a timeout is a clear `Unavailable`, never a hang), queries and messages
-//! to one task go through its gate ([`crate::task_gate`]), and a failed update is read by
-//! type: the workflow's typed [`Refusal`], a closed run, an unreachable server.
+//! request timeout (a timeout is a clear `Unavailable`, never a hang), and a failed update
+//! is read by type: the workflow's typed [`Refusal`], a closed run, an unreachable server.
+//! It sends no workflow query: a query crossing a message's workflow task (from this
+//! instance or another) can make temporalio-sdk-core lose one, so every read is answered
+//! from the store (issue 20, docs/deploying.md).
 
 use a2a_types::{A2AError, ErrorKind};
 use harness_store::Store;
-use harness_workflow::{
-    CancelRequest, InboxItem, LiveTask, MonitorRow, Receipt, Refusal, RefusalKind, RemotePush, TaskInput, TaskWorkflow,
-};
+use harness_workflow::{CancelRequest, InboxItem, Receipt, Refusal, RefusalKind, RemotePush, TaskInput, TaskWorkflow};
 use std::future::Future;
 use std::time::Duration;
-use temporalio_client::errors::{WorkflowQueryError, WorkflowUpdateError, WorkflowUpdateWithStartError};
+use temporalio_client::errors::{WorkflowUpdateError, WorkflowUpdateWithStartError};
 use temporalio_client::tonic::{Code, Status};
 use temporalio_client::{
-    Client, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowQueryOptions, WorkflowSignalOptions,
-    WorkflowUpdateWithStartOptions,
+    Client, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowSignalOptions, WorkflowUpdateWithStartOptions,
 };
 
 /// The handler's Temporal client.
@@ -24,8 +23,6 @@ pub(crate) struct TaskClient {
     pub task_queue: String,
     /// `temporal.request_timeout_secs`.
     pub timeout: Duration,
-    /// Keeps this process's workflow queries from crossing its messages on one task.
-    pub gates: crate::task_gate::TaskGates,
 }
 
 /// How a failed update-with-start reads, from the error's types alone.
@@ -137,7 +134,7 @@ impl TaskClient {
             item,
             options,
         );
-        let answered = tokio::time::timeout(self.timeout, self.gates.deliver(&task_id, update)).await;
+        let answered = tokio::time::timeout(self.timeout, update).await;
         let Ok(answered) = answered else {
             return Err(message_unanswered(self.timeout, &self.task_queue, self.pollers().await));
         };
@@ -188,18 +185,6 @@ impl TaskClient {
         A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
     }
 
-    /// What the task's workflow knows that the store may not have yet (its head, and the
-    /// messages and artifacts not stored yet): `Ok(None)` when there is no such workflow.
-    pub async fn live(&self, task_id: &str) -> Result<Option<LiveTask>, A2AError> {
-        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
-        let query = handle.query(TaskWorkflow::live, (), WorkflowQueryOptions::default());
-        match self.bounded("the task query", self.gates.query(task_id, query)).await? {
-            Ok(live) => Ok(Some(live)),
-            Err(WorkflowQueryError::NotFound(_)) => Ok(None),
-            Err(e) => Err(A2AError::internal(format!("the task query failed: {e}"))),
-        }
-    }
-
     /// Signals a task's workflow to cancel (S7). A refused signal is `Internal`, a timeout
     /// `Unavailable`.
     pub async fn cancel(&self, task_id: &str) -> Result<(), A2AError> {
@@ -230,30 +215,13 @@ impl TaskClient {
             push,
             temporalio_client::WorkflowExecuteUpdateOptions::default(),
         );
-        match self.bounded("the push", self.gates.deliver(task_id, update)).await {
+        match self.bounded("the push", update).await {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
                 tracing::debug!(task_id, error = %e, "push refused");
                 false
             }
             Err(_) => false,
-        }
-    }
-
-    /// A running task's mailbox and turn (S20); `None` when its workflow does not answer.
-    pub async fn monitor(&self, task_id: &str) -> Option<MonitorRow> {
-        let handle = self.client.get_workflow_handle::<TaskWorkflow>(task_id);
-        let query = handle.query(TaskWorkflow::monitor, (), WorkflowQueryOptions::default());
-        match self.bounded("the monitor query", self.gates.query(task_id, query)).await {
-            Ok(Ok(r)) => Some(r),
-            Ok(Err(e)) => {
-                tracing::debug!(task_id, error = %e, "monitor: query failed");
-                None
-            }
-            Err(e) => {
-                tracing::debug!(task_id, error = %e.message, "monitor: query timed out");
-                None
-            }
         }
     }
 }
