@@ -481,9 +481,14 @@ async fn queued_messages_of_one_conversation_are_each_answered_with_their_own_re
 /// its audit row; after the turns, every message is in the history once.
 #[tokio::test(flavor = "multi_thread")]
 async fn get_task_during_a_turn_shows_the_running_status_and_the_message_queued_behind_it() {
-    let script = "[[reply]]\nwhen = \"alpha\"\nchunks = [\"reply to alpha\"]\ndelay_ms = 4000\n\n\
-                  [[reply]]\nchunks = [\"hi\"]\n";
-    let h = HarnessProcess::start(HarnessOptions { script: Some(script.into()), ..Default::default() }).await;
+    // Alpha's reply streams 40 chunks, 100 ms apart: the log moves on past beta's cursor
+    // while nothing stores beta.
+    let chunks = (0..40).map(|i| format!("\"{}\"", if i == 39 { "alpha." } else { "a " })).collect::<Vec<_>>();
+    let script = format!(
+        "[[reply]]\nwhen = \"alpha\"\nchunks = [{}]\ndelay_ms = 100\n\n[[reply]]\nchunks = [\"hi\"]\n",
+        chunks.join(", ")
+    );
+    let h = HarnessProcess::start(HarnessOptions { script: Some(script), ..Default::default() }).await;
     let c = h.client();
     let opened = c.send(user_text("hello"), json!({})).await;
     let id = opened["result"]["task"]["id"].as_str().unwrap().to_string();
@@ -523,6 +528,7 @@ async fn get_task_during_a_turn_shows_the_running_status_and_the_message_queued_
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(working["metadata"][status_key].is_null(), "a running turn has no substate: {working}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let beta = tokio::spawn({
         let (c, m) = (c.clone(), on_task("beta"));
         async move { c.send(m, json!({})).await }

@@ -7,8 +7,9 @@ use a2a_types::{Message, StreamResponse, Struct, Task, TaskState};
 use sqlx::Row;
 use std::sync::LazyLock;
 
-/// How many of a task's newest events [`Store::unstored_messages`] looks behind.
-const UNSTORED_WINDOW: i64 = 16;
+/// How many of a task's newest accepted messages [`Store::unstored_messages`] looks at: more
+/// than a turn has queued behind it in any use seen.
+const UNSTORED_LOOK: i64 = 64;
 
 /// An event read back from the log.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,8 +41,6 @@ pub struct OpenTask {
     pub metadata: Option<Struct>,
     /// The newest status event's metadata; `None` for a row written before it was kept.
     pub status_md: Option<Struct>,
-    /// Where its log ends.
-    pub last_seq: i64,
 }
 
 /// The stored row of a task.
@@ -163,7 +162,7 @@ impl Store {
     pub async fn open_task_states(&self, task_queue: &str) -> Result<Vec<OpenTask>, StoreError> {
         static OPEN: LazyLock<String> = LazyLock::new(|| {
             format!(
-                "SELECT t.task_id, t.state, t.snapshot, t.status_md, t.last_seq, t.user_messages AS turns FROM tasks t \
+                "SELECT t.task_id, t.state, t.snapshot, t.status_md, t.user_messages AS turns FROM tasks t \
                  WHERE t.task_queue = $1 AND t.snapshot <> '' AND t.state NOT IN ({}) ORDER BY t.status_ts DESC LIMIT 1000",
                 *TERMINAL_STATES
             )
@@ -181,7 +180,6 @@ impl Store {
                     turns: u32::try_from(turns).unwrap_or(u32::MAX),
                     metadata: head.metadata,
                     status_md: status_md(&r.try_get::<String, _>("status_md")?)?,
-                    last_seq: r.try_get("last_seq")?,
                 })
             })
             .collect()
@@ -219,36 +217,41 @@ impl Store {
     /// The messages its workflow accepted that the task's stored history does not hold yet,
     /// in the order they were accepted (issue 20): a message queued behind a running turn is
     /// stored with the turn's next event, so a read from the store alone takes it from its
-    /// accepted audit row meanwhile. `last_seq` is where the task's log ends (0 when it has
-    /// not begun). A message accepted at cursor `c` is stored by the first event its
-    /// workflow emits after taking it, at `c + 2` at the latest (one emit may have been on
-    /// its way); only the rows accepted within the last [`UNSTORED_WINDOW`] events are
-    /// looked at, and each is checked against the newest stored messages by id.
-    pub async fn unstored_messages(&self, task_id: &str, last_seq: i64) -> Result<Vec<Message>, StoreError> {
+    /// accepted audit row meanwhile. The newest [`UNSTORED_LOOK`] accepted rows are checked
+    /// by id against the newest stored messages (a turn's streamed chunks move the log on
+    /// without storing anything, so the log's seq cannot bound them). Only a running task
+    /// can have any: a final status stores every message its workflow took.
+    pub async fn unstored_messages(&self, task_id: &str) -> Result<Vec<Message>, StoreError> {
         let rows = sqlx::query(
-            "SELECT body FROM inbox WHERE task_id = $1 AND outcome = 'accepted' AND receipt_cursor >= $2 \
-             ORDER BY receipt_cursor, received_at, request_id",
+            "SELECT body FROM inbox WHERE task_id = $1 AND outcome = 'accepted' \
+             ORDER BY receipt_cursor DESC, received_at DESC, request_id DESC LIMIT $2",
         )
         .bind(task_id)
-        .bind(last_seq - UNSTORED_WINDOW)
+        .bind(UNSTORED_LOOK)
         .fetch_all(self.reads())
         .await?;
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let accepted = rows
+        let mut accepted = rows
             .iter()
             .map(|r| Ok(serde_json::from_str::<Message>(&r.try_get::<String, _>("body")?)?))
             .collect::<Result<Vec<_>, StoreError>>()?;
-        // What the events since then stored: those messages and the replies between them.
+        accepted.reverse();
+        // Where those are if stored: among the newest rows, with the replies between them.
         let tail = sqlx::query("SELECT message FROM task_history WHERE task_id = $1 ORDER BY idx DESC LIMIT $2")
             .bind(task_id)
-            .bind(2 * accepted.len() as i64 + 2 * UNSTORED_WINDOW)
+            .bind(4 * accepted.len() as i64 + 16)
             .fetch_all(self.reads())
             .await?;
+        #[derive(serde::Deserialize)]
+        struct Id {
+            #[serde(rename = "messageId", default)]
+            message_id: String,
+        }
         let mut stored = std::collections::HashSet::new();
         for r in &tail {
-            stored.insert(serde_json::from_str::<Message>(&r.try_get::<String, _>("message")?)?.message_id);
+            stored.insert(serde_json::from_str::<Id>(&r.try_get::<String, _>("message")?)?.message_id);
         }
         let mut seen = std::collections::HashSet::new();
         // A message with no parts is a brief alone (S22): the workflow records nothing of it.
@@ -308,7 +311,7 @@ mod tests {
         );
         assert_eq!(row.status_md, Some(md(&mark)), "and its metadata");
         let open = store.open_task_states("q").await.unwrap();
-        assert_eq!((open[0].status_md.clone(), open[0].last_seq), (Some(md(&mark)), at));
+        assert_eq!(open[0].status_md, Some(md(&mark)));
 
         // Accepted behind the running turn: m2 (twice: a redelivery), not m3 (refused) or
         // m4 (not answered yet).
@@ -321,18 +324,18 @@ mod tests {
             store.record_inbox(req, "t", &user(id), crate::InboxOutcome::Received, "").await.unwrap();
             store.set_inbox_outcome(req, outcome).await.unwrap();
         }
-        assert_eq!(ids(&store.unstored_messages("t", at).await.unwrap()), ["m2"]);
-        // m1 was accepted long before and is stored: not looked at, not repeated.
+        assert_eq!(ids(&store.unstored_messages("t").await.unwrap()), ["m2"]);
+        // m1 was accepted long before and is stored: not repeated.
         store.record_inbox("r1", "t", &user("m1"), crate::InboxOutcome::Accepted(0), "").await.unwrap();
         store.set_inbox_outcome("r1", crate::InboxOutcome::Accepted(0)).await.unwrap();
-        assert_eq!(ids(&store.unstored_messages("t", at).await.unwrap()), ["m2"]);
+        assert_eq!(ids(&store.unstored_messages("t").await.unwrap()), ["m2"]);
 
         let mut stored = new("t", "wf-3", status("t", TaskState::InputRequired));
         stored.history = vec![user("m2"), message("reply")];
         stored.history_from = 1;
         let at = store.append(&stored).await.unwrap().seq;
-        assert!(store.unstored_messages("t", at).await.unwrap().is_empty(), "stored by the next event");
-        assert!(store.unstored_messages("other", 0).await.unwrap().is_empty());
+        assert!(store.unstored_messages("t").await.unwrap().is_empty(), "stored by the next event");
+        assert!(store.unstored_messages("other").await.unwrap().is_empty());
     }
 
     async fn recently_changed(store: Store) {

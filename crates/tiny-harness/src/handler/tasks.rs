@@ -89,7 +89,7 @@ impl HarnessHandler {
         for row in open {
             let metadata = current_metadata(row.metadata, row.status_md.as_ref());
             let mailbox_depth = if matches!(row.state, TaskState::Working | TaskState::Submitted) {
-                self.store.unstored_messages(&row.task_id, row.last_seq).await.map_err(store_error)?.len() as u32
+                self.store.unstored_messages(&row.task_id).await.map_err(store_error)?.len() as u32
             } else {
                 0
             };
@@ -142,7 +142,7 @@ impl HarnessHandler {
     async fn current_task(&self, task_id: &str, history_length: Option<i32>) -> Result<Task, A2AError> {
         let Some(row) = self.row(task_id, history_length).await? else {
             // Accepted, and its workflow has not stored the opening Task yet.
-            let history = self.store.unstored_messages(task_id, 0).await.map_err(store_error)?;
+            let history = self.store.unstored_messages(task_id).await.map_err(store_error)?;
             let first = history.first().ok_or_else(|| A2AError::task_not_found(task_id))?;
             return Ok(Task {
                 id: task_id.to_string(),
@@ -154,8 +154,10 @@ impl HarnessHandler {
         };
         let mut task = row.task;
         task.metadata = current_metadata(task.metadata.take(), row.status_md.as_ref());
-        if !row.state.is_terminal() {
-            task.history.extend(self.store.unstored_messages(task_id, row.last_seq).await.map_err(store_error)?);
+        // A final status stored every message its workflow took; a running turn may have
+        // some queued behind it.
+        if !row.state.is_final() {
+            task.history.extend(self.store.unstored_messages(task_id).await.map_err(store_error)?);
         }
         Ok(task.with_history_length(history_length))
     }
