@@ -275,3 +275,26 @@ async fn record_delegation_histories() {
         }
     }
 }
+
+/// Issue 20: a conversation whose workflow the reconciler asks where its log ends (the
+/// `position` update) between two turns, then cancelled.
+#[tokio::test]
+#[ignore = "writes the replay fixtures; run with `cargo xtask histories`"]
+async fn record_position_history() {
+    let h = HarnessProcess::start(HarnessOptions { linger_secs: 0, ..Default::default() }).await;
+    let c = h.client();
+    let first = c.send(user_text("first turn"), json!({})).await;
+    let id = first["result"]["task"]["id"].as_str().unwrap().to_string();
+    let client = h.temporal().await;
+    let handle = client.get_workflow_handle::<harness_workflow::TaskWorkflow>(id.as_str());
+    let position = handle
+        .execute_update(harness_workflow::TaskWorkflow::position, (), Default::default())
+        .await
+        .expect("the position update answers");
+    assert!(position.idle && position.last_seq > 0, "{position:?}");
+    let mut next = user_text("second turn");
+    next["taskId"] = json!(id);
+    c.send(next, json!({})).await;
+    c.rpc("CancelTask", json!({"id": id})).await;
+    save(&h, &id, "position-asked").await;
+}
