@@ -370,13 +370,20 @@ impl Store {
     pub async fn append(&self, e: &NewEvent) -> Result<Appended, StoreError> {
         let fields = Fields::of(e)?;
         let (task_id, key, task_queue) = (e.task_id.clone(), e.key.clone(), e.task_queue.clone());
-        let appended = transaction!(self, move |conn| { append(conn, task_id, key, task_queue, fields).await }).await?;
+        let origin = self.origin.clone();
+        let appended = transaction!(self, move |conn| {
+            let notify_id = task_id.clone();
+            let appended = append(&mut *conn, task_id, key, task_queue, fields).await?;
+            if appended.new || appended.rewrote {
+                crate::listen::announce(conn, origin.as_deref(), &notify_id, appended.seq, appended.rewrote).await?;
+            }
+            Ok(appended)
+        })
+        .await?;
         if appended.rewrote {
             self.notifier().rewound(&e.task_id, appended.seq);
-            self.announce(&e.task_id, appended.seq, true).await;
         } else if appended.new {
             self.notifier().notify(&e.task_id, appended.seq);
-            self.announce(&e.task_id, appended.seq, false).await;
         }
         Ok(appended)
     }
@@ -403,6 +410,7 @@ impl Store {
         let status_md = serde_json::to_string(&head.metadata.clone().unwrap_or_default())?;
         let state = head.status.state.as_str();
         let notify_id = task_id.clone();
+        let origin = self.origin.clone();
         let cut = transaction!(self, move |conn| {
             let still = sqlx::query(
                 "UPDATE tasks SET updated_at = updated_at WHERE task_id = $1 AND last_seq = $2 AND rewrites = $3",
@@ -428,12 +436,12 @@ impl Store {
             .bind(status_md)
             .execute(&mut *conn)
             .await?;
+            crate::listen::announce(conn, origin.as_deref(), &task_id, keep_through + 1, true).await?;
             Ok(true)
         })
         .await?;
         if cut {
             self.notifier().rewound(&notify_id, keep_through + 1);
-            self.announce(&notify_id, keep_through + 1, true).await;
         }
         Ok(cut)
     }

@@ -1,10 +1,11 @@
 //! Wake-ups across processes on Postgres (D1, issue 20): every append and every cut is
-//! announced with `pg_notify`, and every store LISTENs and passes what other processes
+//! announced with `pg_notify` inside its own transaction (Postgres delivers it with the
+//! commit, and never for a transaction that rolled back), and every store LISTENs and passes what other processes
 //! announce to its in-process [`crate::Notifier`]. A reader on any instance is then woken by
 //! an append on any other as by one of its own: no polling sets the latency floor. (The
 //! readers' one-second wait stays as the backstop for an announcement lost with its process.)
 
-use crate::{Notifier, Store};
+use crate::Notifier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -41,18 +42,20 @@ fn parse(payload: &str) -> Option<Announced<'_>> {
     Some(Announced { origin, rewound, seq, task_id })
 }
 
-impl Store {
-    /// Tells the other processes on this database that `task_id`'s log has `seq` (or, when
-    /// `rewound`, was cut back and appended again from `seq`). Best effort: a lost
-    /// announcement costs a reader at most its backstop wait.
-    pub(crate) async fn announce(&self, task_id: &str, seq: i64, rewound: bool) {
-        let Some(origin) = &self.origin else { return };
-        let payload = format!("{origin} {} {seq} {task_id}", if rewound { "r" } else { "n" });
-        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload).execute(self.reads()).await
-        {
-            tracing::debug!(task_id, error = %e, "store: an append was not announced to other processes");
-        }
-    }
+/// Tells the other processes on this database, once the transaction on `conn` commits, that
+/// `task_id`'s log has `seq` (or, when `rewound`, was cut back and appended again from
+/// `seq`). `origin` is this store's (`None` on SQLite: one process, nothing to tell).
+pub(crate) async fn announce(
+    conn: &mut sqlx::AnyConnection,
+    origin: Option<&str>,
+    task_id: &str,
+    seq: i64,
+    rewound: bool,
+) -> Result<(), crate::StoreError> {
+    let Some(origin) = origin else { return Ok(()) };
+    let payload = format!("{origin} {} {seq} {task_id}", if rewound { "r" } else { "n" });
+    sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload).execute(conn).await?;
+    Ok(())
 }
 
 /// Listens for other processes' announcements, reconnecting after a lost connection;
@@ -92,6 +95,29 @@ pub(crate) fn spawn_listener(url: String, origin: String, notifier: Notifier) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::*;
+
+    /// Two stores on one Postgres database, as two instances have: an append on one wakes
+    /// the other's readers, and an append the store refused (nothing committed) does not.
+    #[tokio::test]
+    async fn an_append_on_one_store_wakes_the_readers_of_another_only_once_committed() {
+        let url = crate::testing::fresh_postgres_database().await.unwrap();
+        let (a, b) = (Store::connect(&url).await.unwrap(), Store::connect(&url).await.unwrap());
+        let mut woken = b.notifier().subscribe("t");
+        // B's listener wakes every reader once it listens.
+        tokio::time::timeout(Duration::from_secs(10), woken.changed()).await.expect("B listens").unwrap();
+        woken.borrow_and_update();
+        a.append(&opened("t", "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), woken.changed()).await.expect("woken by A's append").unwrap();
+        assert_eq!(woken.borrow_and_update().seq, 1);
+        a.append(&new("t", "wf-2", status("t", TaskState::Completed))).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), woken.changed()).await.expect("woken again").unwrap();
+        assert_eq!(woken.borrow_and_update().seq, 2);
+        let refused = a.append(&new("t", "wf-3", status("t", TaskState::Working))).await;
+        assert!(matches!(refused, Err(crate::StoreError::Closed(_))), "{refused:?}");
+        let quiet = tokio::time::timeout(Duration::from_millis(800), woken.changed()).await;
+        assert!(quiet.is_err(), "a refused append announces nothing: {:?}", *woken.borrow());
+    }
 
     #[test]
     fn an_announcement_names_its_origin_kind_seq_and_task() {
