@@ -1,9 +1,10 @@
 //! Wake-ups across processes on Postgres (D1, issue 20): every append and every cut is
 //! announced with `pg_notify` inside its own transaction (Postgres delivers it with the
-//! commit, and never for a transaction that rolled back), and every store LISTENs and passes what other processes
-//! announce to its in-process [`crate::Notifier`]. A reader on any instance is then woken by
-//! an append on any other as by one of its own: no polling sets the latency floor. (The
-//! readers' one-second wait stays as the backstop for an announcement lost with its process.)
+//! commit, and never for a transaction that rolled back), and every store LISTENs and
+//! passes what other processes announce to its in-process [`crate::Notifier`]. A reader on
+//! any instance is then woken by an append on any other as by one of its own: no polling
+//! sets the latency floor. (The readers' one-second wait stays as the backstop for an
+//! announcement a listener missed while its connection was down.)
 
 use crate::Notifier;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -104,8 +105,24 @@ mod tests {
         let url = crate::testing::fresh_postgres_database().await.unwrap();
         let (a, b) = (Store::connect(&url).await.unwrap(), Store::connect(&url).await.unwrap());
         let mut woken = b.notifier().subscribe("t");
-        // B's listener wakes every reader once it listens.
-        tokio::time::timeout(Duration::from_secs(10), woken.changed()).await.expect("B listens").unwrap();
+        // B listens once an append on A of another task reaches it (its listener connects
+        // in the background, maybe before or after this subscribed).
+        let mut probe = b.notifier().subscribe("probe");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut n = 0;
+        loop {
+            n += 1;
+            let e = if n == 1 {
+                opened("probe", "c", "2026-01-01T00:00:00Z", "q")
+            } else {
+                new("probe", &format!("wf-{n}"), status("probe", TaskState::Working))
+            };
+            a.append(&e).await.unwrap();
+            if tokio::time::timeout(Duration::from_millis(200), probe.changed()).await.is_ok() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "B never heard A");
+        }
         woken.borrow_and_update();
         a.append(&opened("t", "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
         tokio::time::timeout(Duration::from_secs(5), woken.changed()).await.expect("woken by A's append").unwrap();
