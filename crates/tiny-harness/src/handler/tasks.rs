@@ -88,7 +88,8 @@ impl HarnessHandler {
         let mut rows = Vec::new();
         for row in open {
             let metadata = current_metadata(row.metadata, row.status_md.as_ref());
-            let mailbox_depth = if matches!(row.state, TaskState::Working | TaskState::Submitted) {
+            // As GetTask: only a task whose turn runs can have messages queued behind it.
+            let mailbox_depth = if !row.state.is_final() {
                 self.store.unstored_messages(&row.task_id).await.map_err(store_error)?.len() as u32
             } else {
                 0
