@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 mod client;
 pub mod openai_mock;
+pub mod webhook;
 pub use client::{A2AClient, Answer, SseEvents, kind, rpc_as, state, task_id, user_text};
 
 /// Environment variable naming an already running dev server (`host:port`).

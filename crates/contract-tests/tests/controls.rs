@@ -716,7 +716,7 @@ async fn a_control_in_flight_when_the_harness_is_sigkilled_takes_effect_once_aft
     assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap");
     let events: Vec<Value> = events.into_iter().map(|e| serde_json::to_value(e.event).unwrap()).collect();
     let replied = events.iter().any(|e| {
-        let answered = &e["statusUpdate"]["status"]["message"]["metadata"][format!("{NS}/command")]["in_reply_to"];
+        let answered = &e["statusUpdate"]["status"]["message"]["metadata"][format!("{NS}/command")]["inReplyTo"];
         *answered == status["messageId"]
     });
     assert!(replied, "the command was answered: {events:?}");

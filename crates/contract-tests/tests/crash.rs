@@ -14,6 +14,9 @@ use temporalio_client::{WorkflowQueryOptions, WorkflowTerminateOptions};
 
 const FAULT: &str = "TINY_HARNESS_FAULT_EMIT_DELAY_MS";
 
+/// The participant the retrying clients of these tests name themselves as.
+const CLIENT: &str = "crash-client";
+
 /// A harness on a Temporal server of the test's own, each `emit_event` waiting `ms` after
 /// its append, so a kill lands inside the workflow task that appended.
 async fn slow_harness(ms: u64) -> (OwnTemporal, HarnessProcess) {
@@ -33,9 +36,15 @@ fn reply_of(answer: &Value) -> String {
     answer["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string()
 }
 
+/// One blocking SendMessage as the retrying clients' participant ([`CLIENT`]).
+async fn send_as_client(base: &str, message: Value) -> Value {
+    contract_tests::rpc_as(base, Some(("X-Participant-Id", CLIENT)), "SendMessage", json!({"message": message})).await
+}
+
 /// Sends a message (blocking) until an answer with a task comes back, retrying the same
 /// message (same messageId) through refused connections and errors, as a client that lost
-/// its connection does. Gives up at `deadline`.
+/// its connection does. The client names itself (`X-Participant-Id`): only an identified
+/// sender's first message is exactly-once (issue 28). Gives up at `deadline`.
 async fn send_until_answered(base: &str, message: &Value, deadline: Instant) -> Option<Value> {
     let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}).to_string();
@@ -43,6 +52,7 @@ async fn send_until_answered(base: &str, message: &Value, deadline: Instant) -> 
         let sent = http
             .post(format!("{base}/a2a/jsonrpc"))
             .header("A2A-Version", "1.0")
+            .header("X-Participant-Id", CLIENT)
             .header("content-type", "application/json")
             .body(body.clone())
             .send()
@@ -146,7 +156,7 @@ async fn check(h: &HarnessProcess, c: &Conversation, wait: Duration) -> Vec<Stri
                     stored[i + 1..]
                         .iter()
                         .filter(|r| {
-                            r.metadata.as_ref().and_then(|md| md.get(&key)).and_then(|v| v["in_reply_to"].as_str())
+                            r.metadata.as_ref().and_then(|md| md.get(&key)).and_then(harness_workflow::marked_reply_to)
                                 == Some(id)
                         })
                         .map(|r| r.text())
@@ -237,7 +247,7 @@ async fn a_first_message_whose_workflow_task_dies_is_answered_once_and_a_follow_
     let first = user_text("original 1");
     let base = h.base_url.clone();
     let sent = first.clone();
-    let lost = tokio::spawn(async move { contract_tests::A2AClient::new(&base).send(sent, json!({})).await });
+    let lost = tokio::spawn(async move { send_as_client(&base, sent).await });
     // The Task is stored and the workflow task is still running (each emit waits 1.5 s).
     let task_id = await_log(&h, None, 1).await;
     // The harness dies, and Temporal with it (as `dev` runs them): what Temporal had not
@@ -284,7 +294,7 @@ async fn a_follow_up_whose_workflow_task_dies_leaves_the_store_agreeing_with_the
     let mut lost = user_text("lost");
     lost["taskId"] = json!(task_id);
     let (base, sent) = (h.base_url.clone(), lost.clone());
-    let sending = tokio::spawn(async move { contract_tests::A2AClient::new(&base).send(sent, json!({})).await });
+    let sending = tokio::spawn(async move { send_as_client(&base, sent).await });
     await_log(&h, Some(&task_id), parked + 1).await;
     h.kill9();
     temporal.crash_and_restart().await;
@@ -311,57 +321,72 @@ async fn a_follow_up_whose_workflow_task_dies_leaves_the_store_agreeing_with_the
     assert!(why.is_empty(), "{why:#?}\n{}", h.log());
 }
 
-/// Finding 2 of issue 13: `messageId` is the idempotency key. A retried first message and
-/// a retried follow-up get their first answers and run no second turn; an id reused for
-/// another message is refused naming it.
+/// Finding 2 of issue 13: `messageId` is the idempotency key of an identified sender
+/// (issue 28). A retried first message and a retried follow-up get their first answers and
+/// run no second turn, before and after a SIGKILL of the harness; an id reused for another
+/// message is refused naming it (the task named is the sender's own).
 #[tokio::test]
 async fn a_retried_message_gets_its_first_answer_and_never_a_second_turn() {
-    let h = HarnessProcess::start(HarnessOptions::default()).await;
-    let c = h.client();
+    let mut h = HarnessProcess::start(HarnessOptions::default()).await;
+    let alice = Some(("X-Participant-Id", "alice"));
+    let send = |base: String, message: Value| async move {
+        contract_tests::rpc_as(&base, alice, "SendMessage", json!({"message": message})).await
+    };
     let first = user_text("hello");
-    let a = c.send(first.clone(), json!({})).await;
-    let b = c.send(first.clone(), json!({})).await;
+    let a = send(h.base_url.clone(), first.clone()).await;
+    let b = send(h.base_url.clone(), first.clone()).await;
     let task_id = a["result"]["task"]["id"].as_str().unwrap().to_string();
     assert_eq!(b["result"]["task"]["id"], json!(task_id), "{b}");
     assert_eq!(reply_of(&b), "echo: hello");
     let mut next = user_text("again");
     next["taskId"] = json!(task_id);
-    let x = c.send(next.clone(), json!({})).await;
-    let y = c.send(next.clone(), json!({})).await;
+    let x = send(h.base_url.clone(), next.clone()).await;
+    let y = send(h.base_url.clone(), next.clone()).await;
     assert_eq!((reply_of(&x), reply_of(&y)), ("echo: again".to_string(), "echo: again".to_string()), "{y}");
-    // After a later turn, a retry still gets its own answer; so does a retried first message.
+    // After a later turn, a retry still gets its own answer; so does a retried first message,
+    // also after the harness was SIGKILLed and started again.
     let mut third = user_text("third");
     third["taskId"] = json!(task_id);
-    assert_eq!(reply_of(&c.send(third, json!({})).await), "echo: third");
-    assert_eq!(reply_of(&c.send(next.clone(), json!({})).await), "echo: again");
-    let z = c.send(first.clone(), json!({})).await;
-    assert_eq!(z["result"]["task"]["id"], json!(task_id));
+    assert_eq!(reply_of(&send(h.base_url.clone(), third).await), "echo: third");
+    assert_eq!(reply_of(&send(h.base_url.clone(), next.clone()).await), "echo: again");
+    h.kill9();
+    h.restart().await;
+    let z = send(h.base_url.clone(), first.clone()).await;
+    assert_eq!(z["result"]["task"]["id"], json!(task_id), "{z}");
     assert_eq!(reply_of(&z), "echo: hello", "{z}");
+    assert_eq!(reply_of(&send(h.base_url.clone(), next.clone()).await), "echo: again");
     let store = h.store().await;
     let texts: Vec<String> = store.history(&task_id, i64::MAX, None).await.unwrap().iter().map(|m| m.text()).collect();
     assert_eq!(texts, vec!["hello", "echo: hello", "again", "echo: again", "third", "echo: third"], "no second turn");
     assert_eq!(store.task_ids().await.unwrap(), vec![task_id.clone()], "no second task");
     // A streamed retry replays the first answer too.
-    let events = c.stream_message(next.clone()).await;
+    let events = h.client().stream_message(next.clone()).await;
     let last = events.last().unwrap();
     assert_eq!(last["statusUpdate"]["status"]["message"]["parts"][0]["text"], "echo: again", "{events:?}");
 
     let mut other = user_text("something else");
     other["messageId"] = next["messageId"].clone();
     other["taskId"] = json!(task_id);
-    let refused = c.send(other, json!({})).await;
+    let refused = send(h.base_url.clone(), other).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     let text = refused["error"]["message"].as_str().unwrap();
     assert!(text.contains(next["messageId"].as_str().unwrap()) && text.contains("already used"), "{text}");
-    // Another sender may use the same id for its own first message.
-    let theirs = contract_tests::rpc_as(
-        &h.base_url,
-        Some(("X-Participant-Id", "bob")),
-        "SendMessage",
-        json!({"message": first}),
+    // A first message with alice's first id but other text is refused naming her own task.
+    let reused = send(
+        h.base_url.clone(),
+        json!({"messageId": first["messageId"], "role": "ROLE_USER",
+        "parts": [{"text": "not hello"}]}),
     )
     .await;
-    assert_ne!(theirs["result"]["task"]["id"], json!(task_id), "{theirs}");
+    assert_eq!(reused["error"]["code"], -32602, "{reused}");
+    assert!(reused["error"]["message"].as_str().unwrap().contains(&task_id), "alice is on her task: {reused}");
+    // Another sender may use the same id for its own first message, and so may an anonymous
+    // one: neither learns of alice's task.
+    for header in [Some(("X-Participant-Id", "bob")), None] {
+        let theirs = contract_tests::rpc_as(&h.base_url, header, "SendMessage", json!({"message": first})).await;
+        assert_ne!(theirs["result"]["task"]["id"], json!(task_id), "{theirs}");
+        assert!(!theirs.to_string().contains(&task_id), "{theirs}");
+    }
 }
 
 /// Finding 3 of issue 13: a message too large for Temporal's payloads is refused up front,
@@ -485,7 +510,7 @@ async fn a_harness_killed_while_a_run_continues_as_new_loses_nothing() {
     crossing["taskId"] = json!(task_id);
     let base = h.base_url.clone();
     let sent = crossing.clone();
-    let lost = tokio::spawn(async move { contract_tests::A2AClient::new(&base).send(sent, json!({})).await });
+    let lost = tokio::spawn(async move { send_as_client(&base, sent).await });
     await_log(&h, Some(&task_id), before + 3).await;
     h.kill9();
     temporal.crash_and_restart().await;

@@ -98,9 +98,11 @@ async fn delegate(a: &HarnessProcess, brief: &str) -> (String, String) {
     let parent = send(&a.base_url, None, "plan the trip").await;
     let parent_id = parent["id"].as_str().unwrap().to_string();
     let reply = send(&a.base_url, Some(&parent_id), &format!("/delegate b {brief}")).await;
-    let mark = &reply["status"]["message"]["metadata"][format!("{NS}/command")];
-    assert_eq!(mark["name"], "delegate", "{reply:#}");
-    let sub = mark["task_ref"].as_str().unwrap_or_else(|| panic!("a task_ref: {reply:#}")).to_string();
+    // S9: the reply message's metadata is `{"command": "delegate", "task_ref": ...}`.
+    let metadata = &reply["status"]["message"]["metadata"];
+    assert_eq!(metadata["command"], "delegate", "{reply:#}");
+    assert_eq!(metadata[format!("{NS}/command")]["name"], "delegate", "{reply:#}");
+    let sub = metadata["task_ref"].as_str().unwrap_or_else(|| panic!("a task_ref: {reply:#}")).to_string();
     assert_eq!(reply["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(substate(&reply), "awaiting-subtasks", "{reply:#}");
     // S9: on the log, the reply is a status update with `{"command": "delegate", "task_ref"}`.
@@ -510,7 +512,7 @@ async fn a_sub_task_on_an_a2a_sdk_python_agent_is_followed_by_push_and_by_subscr
             let parent = send(&a.base_url, None, "plan the trip").await;
             let parent = parent["id"].as_str().unwrap().to_string();
             let reply = send(&a.base_url, Some(&parent), &format!("/delegate py {brief}")).await;
-            let sub = reply["status"]["message"]["metadata"][format!("{NS}/command")]["task_ref"]
+            let sub = reply["status"]["message"]["metadata"]["task_ref"]
                 .as_str()
                 .unwrap_or_else(|| panic!("{reply:#}"))
                 .to_string();
@@ -560,7 +562,7 @@ async fn a_remote_agent_with_an_unusable_card_fails_the_sub_task_saying_why() {
     .await;
     let parent = send(&a.base_url, None, "plan").await["id"].as_str().unwrap().to_string();
     let reply = send(&a.base_url, Some(&parent), "/delegate odd find hotels").await;
-    let sub = reply["status"]["message"]["metadata"][format!("{NS}/command")]["task_ref"].as_str().unwrap().to_string();
+    let sub = reply["status"]["message"]["metadata"]["task_ref"].as_str().unwrap().to_string();
     let done = wait_for(&a.base_url, &parent, "the failed result", 60, |t| !results(t).is_empty()).await;
     let result = results(&done)[0]["parts"][0]["text"].as_str().unwrap().to_string();
     assert!(result.contains("TASK_STATE_FAILED") && result.contains("offers no A2A 1.0 interface"), "{result}");

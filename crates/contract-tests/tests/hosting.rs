@@ -297,6 +297,123 @@ impl ParticipantResolver for BearerResolver {
     }
 }
 
+/// Issue 28, point 4: with a resolver (the host authenticates), a caller it does not resolve
+/// is a stranger to every task on both bindings: every task verb is refused as for a task it
+/// is not on, ListTasks shows nothing, the extended card is refused; the public card and
+/// `/_ready` stay public. Point 5: its refused message leaves no configured secret in the
+/// store, nor does a malformed one.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_resolver_every_verb_of_an_unresolved_caller_is_refused_on_both_bindings() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.push.key_file = None;
+    c.push.generate_key = true;
+    c.redaction.values = vec!["sk-live-ZX81-secret".into()];
+    c.card.extended = Some(Default::default());
+    let harness = Harness::builder(c).participant_resolver(Arc::new(BearerResolver)).build().unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let alice = Some(("authorization", "Bearer alice"));
+    let opened = rpc_as(&base, alice, "SendMessage", json!({"message": user_text("hi")})).await;
+    let id = opened["result"]["task"]["id"].as_str().expect("a task").to_string();
+    let config = rpc_as(
+        &base,
+        alice,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "https://hooks.example.com/a", "token": "t"}),
+    )
+    .await;
+    let config_id = config["result"]["id"].as_str().expect("a config").to_string();
+
+    // Unresolved: no header at all, and a spoofed participant header (ignored with a resolver).
+    for header in [None, Some(("x-participant-id", "alice"))] {
+        for (method, params) in [
+            ("GetTask", json!({"id": id})),
+            ("CancelTask", json!({"id": id})),
+            ("SubscribeToTask", json!({"id": id})),
+            ("CreateTaskPushNotificationConfig", json!({"taskId": id, "url": "https://evil.example.com/x"})),
+            ("GetTaskPushNotificationConfig", json!({"taskId": id, "id": config_id})),
+            ("ListTaskPushNotificationConfigs", json!({"taskId": id})),
+            ("DeleteTaskPushNotificationConfig", json!({"taskId": id, "id": config_id})),
+        ] {
+            let answer = rpc_as(&base, header, method, params).await;
+            assert_eq!(answer["error"]["code"], -32001, "{method} {header:?}: {answer}");
+        }
+        let follow_up = json!({"message": {"messageId": "m-x", "role": "ROLE_USER", "taskId": id,
+            "parts": [{"text": "let me in"}]}});
+        let answer = rpc_as(&base, header, "SendMessage", follow_up).await;
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        let listed = rpc_as(&base, header, "ListTasks", json!({})).await;
+        assert_eq!((listed["result"]["tasks"].clone(), listed["result"]["totalSize"].clone()), (json!([]), json!(0)));
+        let card = rpc_as(&base, header, "GetExtendedAgentCard", json!({})).await;
+        assert_eq!(card["error"]["code"], -32004, "{card}");
+    }
+    // The same over HTTP+JSON.
+    let rest = |method: Method, path: String, body: Option<Value>| {
+        let base = base.clone();
+        async move {
+            let mut r =
+                reqwest::Client::new().request(method, format!("{base}/a2a/rest{path}")).header("A2A-Version", "1.0");
+            if let Some(b) = body {
+                r = r.header("content-type", "application/json").body(b.to_string());
+            }
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    for (method, path, body) in [
+        (Method::GET, format!("/tasks/{id}"), None),
+        (Method::POST, format!("/tasks/{id}:cancel"), Some(json!({}))),
+        (Method::POST, format!("/tasks/{id}:subscribe"), Some(json!({}))),
+        (
+            Method::POST,
+            format!("/tasks/{id}/pushNotificationConfigs"),
+            Some(json!({"url": "https://evil.example.com"})),
+        ),
+        (Method::GET, format!("/tasks/{id}/pushNotificationConfigs/{config_id}"), None),
+        (Method::GET, format!("/tasks/{id}/pushNotificationConfigs"), None),
+        (Method::DELETE, format!("/tasks/{id}/pushNotificationConfigs/{config_id}"), None),
+    ] {
+        let (status, text) = rest(method.clone(), path.clone(), body).await;
+        assert_eq!(status, 404, "{method} {path}: {text}");
+    }
+    let (status, text) = rest(Method::GET, "/tasks".into(), None).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["totalSize"], 0, "{text}");
+    assert_eq!(rest(Method::GET, "/extendedAgentCard".into(), None).await.0, 400);
+    let (status, text) = rest(Method::POST, "/message:send".into(), Some(json!({"message": user_text("hi")}))).await;
+    assert_eq!(status, 400, "{text}");
+    // Nothing changed for alice: her task goes on and her config is there.
+    let hers = rpc_as(&base, alice, "GetTask", json!({"id": id})).await;
+    assert_eq!(hers["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{hers}");
+    let configs = rpc_as(&base, alice, "ListTaskPushNotificationConfigs", json!({"taskId": id})).await;
+    assert_eq!(configs["result"]["configs"].as_array().map(Vec::len), Some(1), "{configs}");
+    assert!(rpc_as(&base, alice, "GetExtendedAgentCard", json!({})).await["result"]["name"].is_string());
+    // Public: the card and readiness.
+    assert_eq!(get(&format!("{base}/.well-known/agent-card.json")).await.0, 200);
+    assert_eq!(get(&format!("{base}/_ready")).await.0, 200);
+
+    // Point 5: refused messages carrying a configured secret are audited redacted.
+    let secret = "sk-live-ZX81-secret";
+    let unresolved = json!({"message": user_text(&format!("my key is {secret}"))});
+    assert_eq!(rpc_as(&base, None, "SendMessage", unresolved).await["error"]["code"], -32602);
+    let malformed = json!({"message": {"messageId": "m-bad", "parts": [{"text": secret}]}});
+    assert_eq!(rpc_as(&base, alice, "SendMessage", malformed).await["error"]["code"], -32602);
+    let store = harness.store().await.unwrap();
+    assert!(store.inbox_count().await.unwrap() >= 3, "the refusals were audited");
+    harness.stop().await;
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with("harness.db") {
+            bytes.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    assert!(!bytes.is_empty(), "the store was read");
+    assert!(String::from_utf8_lossy(&bytes).contains("[REDACTED]"), "the refused messages are audited");
+    assert!(!String::from_utf8_lossy(&bytes).contains(secret), "a configured secret reached the store");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_the_caller_is_not_on_is_not_found_for_every_verb_and_absent_from_lists() {
     let dir = tempfile::tempdir().unwrap();
@@ -371,7 +488,7 @@ async fn with_a_resolver_the_header_is_ignored_unresolved_messages_are_refused_a
         .await;
     let id = ok["result"]["task"]["id"].as_str().expect("a task").to_string();
     let spoofed = rpc_as(&base, Some(("x-participant-id", "alice")), "ListTasks", json!({})).await;
-    assert_eq!(spoofed["result"]["totalSize"], 1, "the header is ignored: an unresolved reader is anonymous (D4)");
+    assert_eq!(spoofed["result"]["totalSize"], 0, "the header is ignored: an unresolved reader sees no task");
     let mallory = rpc_as(&base, Some(("authorization", "Bearer mallory")), "GetTask", json!({"id": id})).await;
     assert_eq!(mallory["error"]["code"], -32001);
     harness.stop().await;

@@ -48,6 +48,8 @@ async fn call(base: &str, method: &str, params: Value) -> Result<Value, String> 
     let sent = reqwest::Client::new()
         .post(format!("{base}/a2a/jsonrpc"))
         .header("A2A-Version", "1.0")
+        // Identified, so a retried first message finds its task on any instance (issue 28).
+        .header("X-Participant-Id", "chaos-client")
         .timeout(Duration::from_secs(120))
         .body(body)
         .send()

@@ -75,7 +75,7 @@ async fn a_reply_reaches_a_subscriber_before_the_endpoint_is_done_and_the_model_
     assert_eq!(reply_text(&events), "First words, then the rest.");
     let closing = events.iter().rev().find(|e| kind(e) == "artifactUpdate").unwrap();
     assert_eq!(closing["artifactUpdate"]["lastChunk"], true, "the reply artifact is closed: {closing}");
-    let turn_usage = json!({"prompt_tokens": 12, "completion_tokens": 4, "reasoning_tokens": 1});
+    let turn_usage = json!({"promptTokens": 12, "completionTokens": 4, "reasoningTokens": 1});
     assert_eq!(reply["metadata"][USAGE], turn_usage, "the turn's usage on its reply: {reply}");
 
     // What the endpoint got: the key, the system prompt, the user's message, the settings.
@@ -107,7 +107,7 @@ async fn a_reply_reaches_a_subscriber_before_the_endpoint_is_done_and_the_model_
 
     // Usage summed on the task, and in /_monitor for the (parked) running task.
     let got = c.rpc("GetTask", json!({"id": task_id})).await["result"].clone();
-    let total = json!({"prompt_tokens": 24, "completion_tokens": 8, "reasoning_tokens": 2});
+    let total = json!({"promptTokens": 24, "completionTokens": 8, "reasoningTokens": 2});
     assert_eq!(got["metadata"][USAGE], total, "{got}");
     let mut monitor = Value::Null;
     for _ in 0..40 {

@@ -95,7 +95,7 @@ async fn a_turn_streams_from_litellms_proxy_and_its_errors_are_named() {
     assert!(chunks > 1, "LiteLLM streams its mock reply in pieces, each a chunk: {events:?}");
     let usage = &reply["metadata"]["io.github.madarauchiha-314.tiny-harness/usage"];
     assert!(
-        usage["prompt_tokens"].as_u64().unwrap_or(0) > 0 && usage["completion_tokens"].as_u64().unwrap_or(0) > 0,
+        usage["promptTokens"].as_u64().unwrap_or(0) > 0 && usage["completionTokens"].as_u64().unwrap_or(0) > 0,
         "{reply}"
     );
     drop(h);

@@ -239,12 +239,7 @@ async fn record_delegation_histories() {
             .unwrap()
             .to_string();
         let reply = rpc(base.clone(), "SendMessage", msg(Some(&parent), "/delegate b find it slowly")).await;
-        let sub =
-            reply["result"]["task"]["status"]["message"]["metadata"]["io.github.madarauchiha-314.tiny-harness/command"]
-                ["task_ref"]
-                .as_str()
-                .unwrap()
-                .to_string();
+        let sub = reply["result"]["task"]["status"]["message"]["metadata"]["task_ref"].as_str().unwrap().to_string();
         for _ in 0..300 {
             if results(&rpc(base.clone(), "GetTask", json!({"id": parent})).await["result"]) {
                 break;
@@ -263,11 +258,8 @@ async fn record_delegation_histories() {
                 .unwrap()
                 .to_string();
             let reply = rpc(base.clone(), "SendMessage", msg(Some(&parent), "/delegate b more slowly")).await;
-            let sub = reply["result"]["task"]["status"]["message"]["metadata"]
-                ["io.github.madarauchiha-314.tiny-harness/command"]["task_ref"]
-                .as_str()
-                .unwrap()
-                .to_string();
+            let sub =
+                reply["result"]["task"]["status"]["message"]["metadata"]["task_ref"].as_str().unwrap().to_string();
             tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
             rpc(base.clone(), "CancelTask", json!({"id": parent})).await;
             save(&a, &parent, "delegation-parent-canceled").await;

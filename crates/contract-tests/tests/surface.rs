@@ -2,6 +2,7 @@
 //! official client cannot provoke, tenant routes, card caching, capability gating, push
 //! secrets at rest. Every test runs a real harness over real HTTP.
 
+use contract_tests::webhook::{Posts, webhook, webhook_answering};
 use contract_tests::{HarnessOptions, HarnessProcess, rpc_as, user_text};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -210,45 +211,6 @@ async fn push_tokens_and_credentials_are_encrypted_at_rest_and_read_back_in_the_
 
     let missing = c.rpc("GetTaskPushNotificationConfig", json!({"taskId": id, "id": "nope"})).await;
     assert_eq!(missing["error"]["code"], -32001, "{missing}");
-}
-
-/// What a webhook received: the path it was posted to, its token and authorization
-/// headers, and the body.
-type Posts = std::sync::Arc<std::sync::Mutex<Vec<(String, String, String, Value)>>>;
-
-/// A webhook on loopback that records every post and answers 200.
-async fn webhook() -> (String, Posts) {
-    webhook_answering(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true))).await
-}
-
-/// A webhook that takes posts while `open` holds (recording them) and answers 503 else.
-async fn webhook_answering(open: std::sync::Arc<std::sync::atomic::AtomicBool>) -> (String, Posts) {
-    let posts = Posts::default();
-    let record = posts.clone();
-    let app = axum::Router::new().route(
-        "/{hook}",
-        axum::routing::post(
-            move |axum::extract::Path(hook): axum::extract::Path<String>,
-                  headers: axum::http::HeaderMap,
-                  axum::Json(body): axum::Json<Value>| {
-                let (record, open) = (record.clone(), open.clone());
-                async move {
-                    if !open.load(std::sync::atomic::Ordering::SeqCst) {
-                        return axum::http::StatusCode::SERVICE_UNAVAILABLE;
-                    }
-                    let header =
-                        |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-                    let token = header("x-a2a-notification-token");
-                    record.lock().unwrap().push((hook, token, header("authorization"), body));
-                    axum::http::StatusCode::OK
-                }
-            },
-        ),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, posts)
 }
 
 /// The kind and state of each event posted to `hook` for `task`, waiting up to 10 s for

@@ -82,9 +82,10 @@ impl Store {
 
     /// The first message of a new task: its audit row (received) and the task's first
     /// participants, in one transaction, so a new task costs one write before delivery.
-    /// `opens` (`<sender>\n<messageId>`) is unique among opening messages: when a row has it
-    /// already (a retried first message, even one racing the first attempt), nothing is
-    /// written and that row is returned, naming the task the first attempt opened.
+    /// `opens` (`<sender>\n<messageId>`, an identified sender's claim) is unique among opening
+    /// messages: when a row has it already (a retried first message, even one racing the
+    /// first attempt), nothing is written and that row is returned, naming the task the first
+    /// attempt opened. Without a claim (an anonymous sender) the message always opens its task.
     pub async fn record_new_task_inbox(
         &self,
         request_id: &str,
@@ -92,14 +93,14 @@ impl Store {
         message: &Message,
         participants: &[(String, String)],
         sender: &str,
-        opens: &str,
+        opens: Option<&str>,
     ) -> Result<Option<PriorMessage>, StoreError> {
         let row = inbox_row(request_id, task_id, message, InboxOutcome::Received)?;
         let (task_id, participants) = (task_id.to_string(), participants.to_vec());
-        let (sender, opens) = (sender.to_string(), opens.to_string());
+        let (sender, opens) = (sender.to_string(), opens.map(str::to_string));
         transaction!(self, move |conn| {
-            let inserted = insert_inbox(&mut *conn, row, &sender, Some(&opens)).await?;
-            if !inserted {
+            let inserted = insert_inbox(&mut *conn, row, &sender, opens.as_deref()).await?;
+            if let Some(opens) = opens.filter(|_| !inserted) {
                 let prior = sqlx::query("SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE opens = $1")
                     .bind(opens.as_str())
                     .fetch_one(&mut *conn)
@@ -249,14 +250,15 @@ mod tests {
     async fn new_task_inbox(store: Store) {
         let m = a2a_types::Message::agent_text("m1", "hi");
         let first = [("agent".to_string(), "assignee".to_string()), ("alice".to_string(), "reporter".to_string())];
-        assert_eq!(store.record_new_task_inbox("r1", "t", &m, &first, "alice", "alice\nm1").await.unwrap(), None);
+        assert_eq!(store.record_new_task_inbox("r1", "t", &m, &first, "alice", Some("alice\nm1")).await.unwrap(), None);
         let rows = store.inbox_of("t").await.unwrap();
         assert_eq!((rows.len(), rows[0].outcome.as_str()), (1, "received"));
         assert_eq!(store.participant_role("t", "alice").await.unwrap().as_deref(), Some("reporter"));
         assert_eq!(store.participant_role("t", "agent").await.unwrap().as_deref(), Some("assignee"));
         // A refused audit row (the request id is taken) takes its participants with it.
-        let err =
-            store.record_new_task_inbox("r1", "t", &m, &[("mallory".into(), "reporter".into())], "", "\nm1").await;
+        let err = store
+            .record_new_task_inbox("r1", "t", &m, &[("mallory".into(), "reporter".into())], "", Some("\nm1"))
+            .await;
         let err = err.unwrap_err().to_string();
         assert!(err.contains("UNIQUE") || err.contains("unique") || err.contains("duplicate"), "{err}");
         assert_eq!(store.participant_role("t", "mallory").await.unwrap(), None);
@@ -266,16 +268,26 @@ mod tests {
     async fn retried_first_message(store: Store) {
         let m = Message::agent_text("m1", "hi");
         let agent = [("agent".to_string(), "assignee".to_string())];
-        assert_eq!(store.record_new_task_inbox("r1", "t1", &m, &agent, "", "\nm1").await.unwrap(), None);
+        assert_eq!(
+            store.record_new_task_inbox("r1", "t1", &m, &agent, "alice", Some("alice\nm1")).await.unwrap(),
+            None
+        );
         // The same sender and id again (a retry, or a race with the first attempt): the row
         // of the first names its task, and nothing is written.
-        let prior = store.record_new_task_inbox("r2", "t2", &m, &agent, "", "\nm1").await.unwrap().unwrap();
+        let prior =
+            store.record_new_task_inbox("r2", "t2", &m, &agent, "alice", Some("alice\nm1")).await.unwrap().unwrap();
         assert_eq!((prior.task_id.as_str(), prior.accepted(), prior.cursor), ("t1", false, None));
         assert_eq!(store.participant_role("t2", "agent").await.unwrap(), None, "the retry opened nothing");
         // Another sender's message with the same id opens its own task.
-        assert_eq!(store.record_new_task_inbox("r3", "t3", &m, &agent, "bob", "bob\nm1").await.unwrap(), None);
+        assert_eq!(store.record_new_task_inbox("r3", "t3", &m, &agent, "bob", Some("bob\nm1")).await.unwrap(), None);
+        // An anonymous sender makes no claim: each of its first messages opens its own task.
+        for (request, task) in [("r8", "t8"), ("r9", "t9")] {
+            assert_eq!(store.record_new_task_inbox(request, task, &m, &agent, "", None).await.unwrap(), None);
+            assert_eq!(store.participant_role(task, "agent").await.unwrap().as_deref(), Some("assignee"));
+        }
         store.set_inbox_outcome("r1", crate::InboxOutcome::Accepted(0)).await.unwrap();
-        let prior = store.record_new_task_inbox("r4", "t4", &m, &agent, "", "\nm1").await.unwrap().unwrap();
+        let prior =
+            store.record_new_task_inbox("r4", "t4", &m, &agent, "alice", Some("alice\nm1")).await.unwrap().unwrap();
         assert_eq!((prior.task_id.as_str(), prior.accepted(), prior.cursor), ("t1", true, Some(0)));
         // A follow-up's earlier delivery, the accepted one first.
         store

@@ -333,7 +333,7 @@ mod tests {
         let mut stored = new("t", "wf-3", status("t", TaskState::InputRequired));
         stored.history = vec![user("m2"), message("reply")];
         stored.history_from = 1;
-        let at = store.append(&stored).await.unwrap().seq;
+        store.append(&stored).await.unwrap();
         assert!(store.unstored_messages("t").await.unwrap().is_empty(), "stored by the next event");
         assert!(store.unstored_messages("other").await.unwrap().is_empty());
     }

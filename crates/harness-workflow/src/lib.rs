@@ -48,27 +48,40 @@ pub fn attempt_ext_key() -> String {
 }
 
 /// Metadata key of token usage: a turn's on its final status update, the task's sum on the
-/// task (`{"prompt_tokens", "completion_tokens", "reasoning_tokens"}`).
+/// task (`{"promptTokens", "completionTokens", "reasoningTokens"}`).
 pub fn usage_ext_key() -> String {
     format!("{EXT_NS}/usage")
 }
 
-/// Metadata key of a command's message and its reply (`{"name": <command>, "in_reply_to":
-/// <messageId>}` on the reply): the model never sees either (S9).
+/// Metadata key of a command's message and its reply (`{"name": <command>, "inReplyTo":
+/// <messageId>}` on the reply, beside S9's top-level `command`): the model never sees either.
 pub fn command_ext_key() -> String {
     format!("{EXT_NS}/command")
 }
 
 /// Metadata key of the workflow's answer to a message that takes no turn (a control that
-/// could not complete the task, a task envelope): `{"in_reply_to": <messageId>}`. The
+/// could not complete the task, a task envelope): `{"inReplyTo": <messageId>}`. The
 /// model never sees such an answer.
 pub fn answer_ext_key() -> String {
     format!("{EXT_NS}/answer")
 }
 
-/// Metadata key of a turn's reply: `{"in_reply_to": <messageId>}`, the message it answers.
+/// Metadata key of a turn's reply: `{"inReplyTo": <messageId>}`, the message it answers.
 pub fn reply_ext_key() -> String {
     format!("{EXT_NS}/reply")
+}
+
+/// The mark of an agent message that answers the message `message_id` (under
+/// [`reply_ext_key`], [`answer_ext_key`] or [`command_ext_key`]): camelCase like every A2A
+/// field, so a plain client never meets a snake_case key (issue 28).
+pub fn reply_mark(message_id: &str) -> serde_json::Value {
+    serde_json::json!({ "inReplyTo": message_id })
+}
+
+/// The messageId a mark says its message answers. Events stored before issue 28 spell the
+/// key `in_reply_to`; both are read.
+pub fn marked_reply_to(mark: &serde_json::Value) -> Option<&str> {
+    mark.get("inReplyTo").or_else(|| mark.get("in_reply_to")).and_then(serde_json::Value::as_str)
 }
 
 /// Metadata key of a recorded event envelope (S11): `{"kind": .., "payload": ..}` on the

@@ -72,12 +72,17 @@ pub enum ModelEvent {
 }
 
 /// Token usage of a turn (or, summed, of a task).
+/// camelCase on the wire (issue 28); histories and stores from before it spell the keys in
+/// snake_case, which are still read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenUsage {
+    #[serde(alias = "prompt_tokens")]
     pub prompt_tokens: u64,
+    #[serde(alias = "completion_tokens")]
     pub completion_tokens: u64,
     /// Of the completion tokens, those spent reasoning, where the endpoint says.
-    #[serde(default)]
+    #[serde(default, alias = "reasoning_tokens")]
     pub reasoning_tokens: u64,
 }
 

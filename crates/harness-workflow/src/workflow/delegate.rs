@@ -41,23 +41,23 @@ pub(super) async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, item: InboxIte
     let options =
         ChildWorkflowOptions::builder().workflow_id(id.clone()).parent_close_policy(ParentClosePolicy::Abandon).build();
     let started = ctx.start_child_workflow(TaskWorkflow::run, input, options).await;
-    let mut mark = serde_json::json!({"name": "delegate", "in_reply_to": item.message.message_id});
-    let (text, extra) = match started {
+    let (text, extra, task_ref) = match started {
         Ok(_) => {
-            // On the reply too, so a blocking answer (a Task, without the event's metadata)
-            // names the sub-task.
-            mark["task_ref"] = serde_json::json!(id);
             ctx.state_mut(|s| s.add_sub_task(&id, &agent));
             let tag =
                 [("command".to_string(), serde_json::json!("delegate")), ("task_ref".into(), serde_json::json!(id))];
-            (format!("delegated to `{agent}` as sub-task {id}"), Struct::from_iter(tag))
+            (format!("delegated to `{agent}` as sub-task {id}"), Struct::from_iter(tag), Some(id.as_str()))
         }
         Err(e) => (
             format!("/delegate failed: the sub-task could not start: {e}"),
             Struct::from_iter([("command".to_string(), serde_json::json!("delegate"))]),
+            None,
         ),
     };
-    let message = ctx.state_mut(|s| s.agent_message("command", text, (crate::command_ext_key(), mark)));
+    // The reply names the sub-task too (S9), so a blocking answer (a Task, without the
+    // event's metadata) does.
+    let marks = super::dispatch::command_marks("delegate", &item, task_ref);
+    let message = ctx.state_mut(|s| s.agent_message("command", text, marks));
     let state = ctx.state(|s| s.head.status.state);
     if matches!(state, TaskState::Submitted | TaskState::InputRequired) {
         let substate = ctx.state(|s| s.parked_substate());
@@ -75,7 +75,7 @@ pub(super) async fn sub_result(ctx: &WorkflowContext<TaskWorkflow>, result: SubT
         "remote_task_id": result.remote_task_id, "state": result.state,
     });
     let message = ctx.state_mut(|s| {
-        let mut m = s.agent_message("sub-task", text, (sub_task_ext_key(), mark.clone()));
+        let mut m = s.agent_message("sub-task", text, [(sub_task_ext_key(), mark.clone())]);
         // The result comes to this agent: its model reads it as input.
         m.role = Role::User;
         if let Some(last) = s.pending_history.last_mut() {

@@ -111,8 +111,7 @@ async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workfl
         Ok(r) => r.text,
         Err(e) => format!("/{name} failed: {}", super::turn::failure_text(&e)),
     };
-    let mark = serde_json::json!({"name": name, "in_reply_to": item.message.message_id});
-    let message = ctx.state_mut(|s| s.agent_message("command", text, (crate::command_ext_key(), mark)));
+    let message = ctx.state_mut(|s| s.agent_message("command", text, command_marks(&name, &item, None)));
     let tag = ("command".to_string(), serde_json::json!(name));
     if ctx.state(|s| s.head.status.state == TaskState::Submitted) {
         let extra = Struct::from_iter([tag]);
@@ -120,6 +119,19 @@ async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workfl
             .await;
     }
     emit_unchanged(ctx, message, vec![tag], false).await
+}
+
+/// The metadata of a command's reply message: S9's `{"command": <name>}` (plus `"task_ref"`
+/// when the command created a sub-task), and the commands extension's mark naming the
+/// message it answers (`{"name", "inReplyTo"}`).
+pub(super) fn command_marks(name: &str, item: &InboxItem, task_ref: Option<&str>) -> Vec<(String, serde_json::Value)> {
+    let mut mark = crate::reply_mark(&item.message.message_id);
+    mark["name"] = serde_json::json!(name);
+    let mut marks = vec![("command".to_string(), serde_json::json!(name)), (crate::command_ext_key(), mark)];
+    if let Some(id) = task_ref {
+        marks.push(("task_ref".to_string(), serde_json::json!(id)));
+    }
+    marks
 }
 
 /// S11: applies a task envelope's fields to the task data and answers in the unchanged
@@ -142,8 +154,8 @@ async fn task_update(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Wo
         data
     });
     let text = format!("updated the task: {}", changed.join(", "));
-    let mark = serde_json::json!({"in_reply_to": item.message.message_id});
-    let message = ctx.state_mut(|s| s.agent_message("update", text, (crate::answer_ext_key(), mark)));
+    let mark = crate::reply_mark(&item.message.message_id);
+    let message = ctx.state_mut(|s| s.agent_message("update", text, [(crate::answer_ext_key(), mark)]));
     emit_unchanged(ctx, message, vec![(crate::task_ext_key(), data)], true).await
 }
 
@@ -169,8 +181,8 @@ pub(super) async fn complete(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowRes
     }
     let Some(control) = ctx.state_mut(|s| s.control.take()) else { return Ok(Flow::Next) };
     if let Some(why) = ctx.state(|s| s.completion_refused()) {
-        let mark = serde_json::json!({"in_reply_to": control.message.message_id});
-        let message = ctx.state_mut(|s| s.agent_message("control", why, (crate::answer_ext_key(), mark)));
+        let mark = crate::reply_mark(&control.message.message_id);
+        let message = ctx.state_mut(|s| s.agent_message("control", why, [(crate::answer_ext_key(), mark)]));
         set_status(ctx, TaskState::InputRequired, Some(message), Some(AWAITING_NEXT_MESSAGE)).await?;
         return Ok(Flow::Next);
     }
@@ -198,11 +210,16 @@ impl TaskWorkflow {
 
     /// An agent message of the workflow's own (`<task>:<what>:<n>`), marked with `mark`,
     /// added to the history.
-    pub(super) fn agent_message(&mut self, what: &str, text: String, mark: (String, serde_json::Value)) -> Message {
+    pub(super) fn agent_message(
+        &mut self,
+        what: &str,
+        text: String,
+        marks: impl IntoIterator<Item = (String, serde_json::Value)>,
+    ) -> Message {
         let mut message = Message::agent_text(format!("{}:{what}:{}", self.head.id, self.next_key + 1), text);
         message.task_id = self.head.id.clone();
         message.context_id = self.head.context_id.clone();
-        message.metadata = Some(Struct::from_iter([mark]));
+        message.metadata = Some(Struct::from_iter(marks));
         self.pending_history.push(message.clone());
         message
     }

@@ -384,8 +384,7 @@ impl TaskWorkflow {
             let mut m = Message::agent_text(format!("{}:reply:{turn}", self.head.id), status_text);
             // Which message this reply answers: a SendMessage answered at a later turn's final
             // status still carries its own reply (S5).
-            let mark = serde_json::json!({ "in_reply_to": answers });
-            m.metadata = Some(a2a_types::Struct::from_iter([(crate::reply_ext_key(), mark)]));
+            m.metadata = Some(a2a_types::Struct::from_iter([(crate::reply_ext_key(), crate::reply_mark(answers))]));
             m
         });
         if let Some(used) = reply.usage {

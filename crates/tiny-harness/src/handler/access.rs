@@ -18,8 +18,13 @@ pub trait ParticipantResolver: Send + Sync + 'static {
 /// Who is calling (S13, D4).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Caller {
-    /// No participant known: sees tasks unfiltered, its messages are ordinary messages.
+    /// No participant known and no resolver: sees tasks unfiltered, its messages are
+    /// ordinary messages (D4).
     Anonymous,
+    /// A resolver is configured (the host authenticates) and resolved no participant: a
+    /// stranger to every task. Its messages are refused, it sees no task and may not act on
+    /// one (issue 28).
+    Unresolved,
     Participant(String),
 }
 
@@ -28,7 +33,7 @@ impl Caller {
     pub fn id(&self) -> Option<&str> {
         match self {
             Self::Participant(id) => Some(id),
-            Self::Anonymous => None,
+            Self::Anonymous | Self::Unresolved => None,
         }
     }
 }
@@ -80,7 +85,7 @@ impl HarnessHandler {
         if let Some(resolver) = &self.resolver {
             return match resolver.resolve(&ctx.headers).await {
                 Ok(Some(id)) if !id.is_empty() => Ok(Caller::Participant(id)),
-                Ok(_) => Ok(Caller::Anonymous),
+                Ok(_) => Ok(Caller::Unresolved),
                 Err(e) => Err(A2AError::internal(format!("the participant resolver failed: {e}"))),
             };
         }
@@ -124,14 +129,19 @@ impl HarnessHandler {
         self.check_participant(caller, task_id, access).await
     }
 
-    /// The participant half of the access policy: a known caller must be on the task.
+    /// The participant half of the access policy: a known caller must be on the task; a
+    /// caller the resolver could not resolve is on none.
     pub(crate) async fn check_participant(
         &self,
         caller: &Caller,
         task_id: &str,
         access: Access,
     ) -> Result<(), A2AError> {
-        let Caller::Participant(id) = caller else { return Ok(()) };
+        let id = match caller {
+            Caller::Anonymous => return Ok(()),
+            Caller::Unresolved => return Err(A2AError::task_not_found(task_id)),
+            Caller::Participant(id) => id,
+        };
         let role = self.store.participant_role(task_id, id).await.map_err(store_error)?;
         match role.as_deref().map(Role::parse) {
             None => Err(A2AError::task_not_found(task_id)),

@@ -4,6 +4,7 @@
 
 use super::access::{Access, Caller, Role};
 use super::controls::{self, PolicyPoint, PolicyRequest};
+use super::push::SealedPush;
 use super::stream::StopAt;
 use super::{HarnessHandler, store_error};
 use a2a_server::CallContext;
@@ -165,11 +166,17 @@ impl HarnessHandler {
         let classified = controls::classify(&mut message, &self.commands).map_err(|e| refused(&sent, e))?;
         let kind = classified.kind;
         controls::check_anonymous(&kind, &caller).map_err(|e| refused(&sent, e))?;
+        // An inline push config is checked before anything is written, and stored on the task
+        // the message goes to once that is known (a retry's is the first attempt's task).
+        let push = match req.configuration.as_ref().and_then(|c| c.task_push_notification_config.clone()) {
+            Some(config) => Some(self.seal_push_config(config).map_err(|e| refused(&sent, e))?),
+            None => None,
+        };
         let mut target = if message.task_id.is_empty() {
             self.new_target(&message)
         } else {
             match self.continued(&caller, &message, want_snapshot).await? {
-                Step::Answered(pending) => return Ok(pending.of_kind(kind)),
+                Step::Answered(pending) => return self.answered(*pending, push, kind).await,
                 Step::Next(target) => target,
             }
         };
@@ -180,15 +187,28 @@ impl HarnessHandler {
         message.context_id = target.context_id.clone();
         stamp_sender(&mut message, &caller);
         self.ask_policy(&caller, &message, &kind, target.new_task).await.map_err(|e| refused(&message, e))?;
-        if let Some(config) = req.configuration.as_ref().and_then(|c| c.task_push_notification_config.clone()) {
-            self.store_push_config(&target.task_id, config).await.map_err(|e| refused(&message, e))?;
-        }
         // S5: the message is durable before anything is acknowledged.
         let target = match self.record(request_id, &caller, &mut message, target).await? {
-            Step::Answered(pending) => return Ok(pending.of_kind(kind)),
+            Step::Answered(pending) => return self.answered(*pending, push, kind).await,
             Step::Next(target) => target,
         };
+        if let Some(push) = push
+            && let Err(error) = self.put_inline_push_config(&target.task_id, push).await
+        {
+            let outcome = InboxOutcome::Refused(error.message.clone());
+            self.store.set_inbox_outcome(request_id, outcome).await.map_err(store_error)?;
+            return Err(Refused::Unaudited(error));
+        }
         Ok(self.start_delivery(request_id, &caller, message, target, kind))
+    }
+
+    /// A retry answered with its first outcome; its inline push config, if any, goes to the
+    /// task the first attempt went to.
+    async fn answered(&self, pending: Pending, push: Option<SealedPush>, kind: ItemKind) -> Result<Pending, Refused> {
+        if let Some(push) = push {
+            self.put_inline_push_config(&pending.task_id, push).await?;
+        }
+        Ok(pending.of_kind(kind))
     }
 
     /// The host's policy, when it gave one (S9): `request.received` for an ordinary
@@ -222,18 +242,24 @@ impl HarnessHandler {
     /// The request's message, validated and redacted, if this agent takes it now: a
     /// resolver must name the sender, Temporal must answer, and it must fit a payload.
     fn checked(&self, req: &SendMessageRequest, caller: &Caller) -> Result<Message, Refused> {
-        let as_sent = |error: A2AError| match &req.message {
+        // Redacted before anything is refused: even a refused message's audit row never
+        // holds a secret (issue 28).
+        let redacted = req.message.clone().map(|mut m| {
+            self.redactor.message(&mut m);
+            m
+        });
+        let as_sent = |error: A2AError| match &redacted {
             Some(m) => refused(m, error),
             None => Refused::Unaudited(error),
         };
-        if self.resolver.is_some() && *caller == Caller::Anonymous {
+        if *caller == Caller::Unresolved {
             return Err(as_sent(A2AError::invalid_params(
                 "invalid params: no participant: the participant resolver resolved none for this request \
                  (with a resolver, metadata cannot name the sender)",
             )));
         }
-        let mut message = validate::send_message(req).map_err(as_sent)?.clone();
-        self.redactor.message(&mut message);
+        validate::send_message(req).map_err(as_sent)?;
+        let message = redacted.expect("a validated request has a message");
         if !self.health.is_up() {
             return Err(refused(&message, self.health.unavailable("the delivery of the message")));
         }
@@ -276,7 +302,7 @@ impl HarnessHandler {
         if let Some(prior) = self.store.prior_message(&task_id, &message.message_id).await.map_err(store_error)?
             && prior.accepted()
         {
-            same_message(&prior, message).map_err(|e| refused(message, e))?;
+            same_message(&prior, message, true).map_err(|e| refused(message, e))?;
             if before.is_none() {
                 before = self.answer_row(&task_id, None).await?.map(|r| r.task);
             }
@@ -356,17 +382,22 @@ impl HarnessHandler {
                 p
             }
         };
-        let opens = format!("{sender}\n{}", message.message_id);
+        // Only an identified sender's first message claims its messageId (issue 28): the id is
+        // its creator's, and an anonymous creator cannot be told from another, so an anonymous
+        // first message always opens a task of its own.
+        let opens = caller.id().map(|id| format!("{id}\n{}", message.message_id));
         let Some(prior) = self
             .store
-            .record_new_task_inbox(request_id, &target.task_id, message, &participants, sender, &opens)
+            .record_new_task_inbox(request_id, &target.task_id, message, &participants, sender, opens.as_deref())
             .await
             .map_err(store_error)?
         else {
             return Ok(Step::Next(target));
         };
-        // A retried first message: the task its first attempt opened.
-        same_message(&prior, message).map_err(|error| Refused::Audited {
+        // A retried first message: the task its first attempt opened. A refusal names that
+        // task only while the sender is still on it.
+        let on_it = self.store.participant_role(&prior.task_id, sender).await.map_err(store_error)?.is_some();
+        same_message(&prior, message, on_it).map_err(|error| Refused::Audited {
             task_id: prior.task_id.clone(),
             message: Box::new(message.clone()),
             error,
@@ -510,16 +541,26 @@ fn default_brief(message: &Message, reporter: Option<&str>, agent_id: &str) -> a
 
 /// A retried `messageId` must carry the message it named the first time (S5): one that
 /// names another is refused, naming the id, rather than answered with another's outcome.
-fn same_message(prior: &harness_store::PriorMessage, message: &Message) -> Result<(), A2AError> {
+/// The refusal names the first message's task only when `name_task` (the caller is on it):
+/// no error names a task its caller is not on (issue 28).
+fn same_message(prior: &harness_store::PriorMessage, message: &Message, name_task: bool) -> Result<(), A2AError> {
     let first: Message = serde_json::from_str(&prior.body)
-        .map_err(|e| A2AError::internal(format!("the audited message of task {} is unreadable: {e}", prior.task_id)))?;
+        .map_err(|_| A2AError::internal("an audited message of this messageId is unreadable"))?;
     if first.parts == message.parts && first.role == message.role {
         return Ok(());
     }
+    let id = &message.message_id;
+    if !name_task {
+        return Err(A2AError::invalid_params(format!(
+            "invalid params: messageId `{id}` was already used for another message; a new message needs a new \
+             messageId"
+        ))
+        .with("field", "message.messageId"));
+    }
     Err(A2AError::invalid_params(format!(
-        "invalid params: messageId `{}` was already used for another message (task {}); a new message needs a new \
-         messageId",
-        message.message_id, prior.task_id
+        "invalid params: messageId `{id}` was already used for another message (task {}); a new message needs a \
+         new messageId",
+        prior.task_id
     ))
     .with("field", "message.messageId")
     .with("taskId", &prior.task_id))

@@ -173,7 +173,7 @@ pub(crate) fn check_anonymous(kind: &ItemKind, caller: &Caller) -> Result<(), A2
         ItemKind::TaskUpdate { .. } => "a task envelope on an existing task needs a known sender",
         _ => return Ok(()),
     };
-    if *caller != Caller::Anonymous {
+    if caller.id().is_some() {
         return Ok(());
     }
     Err(A2AError::invalid_params(format!(

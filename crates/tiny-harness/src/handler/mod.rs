@@ -178,7 +178,15 @@ impl RequestHandler for HarnessHandler {
     async fn delete_push_config(&self, ctx: &CallContext, req: TaskPushNotificationConfigRef) -> Result<(), A2AError> {
         self.delete_push(ctx, req).await
     }
-    async fn extended_agent_card(&self, _ctx: &CallContext) -> Result<AgentCard, A2AError> {
+    async fn extended_agent_card(&self, ctx: &CallContext) -> Result<AgentCard, A2AError> {
+        // The extended card is for authenticated callers: with a resolver, one it resolves
+        // (issue 28). The public card stays public.
+        if self.caller(ctx, &[]).await? == Caller::Unresolved {
+            return Err(A2AError::unsupported(
+                "the extended agent card is for authenticated callers: the participant resolver resolved none for \
+                 this request",
+            ));
+        }
         self.extended_card.clone().ok_or_else(|| {
             A2AError::new(ErrorKind::ExtendedAgentCardNotConfigured, "the extended agent card is not configured")
         })

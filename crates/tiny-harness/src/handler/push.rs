@@ -10,6 +10,14 @@ use a2a_types::{
 use harness_push::PushSecret;
 use harness_store::PushRow;
 
+/// A push config validated and sealed, not yet stored.
+pub(super) struct SealedPush {
+    config: TaskPushNotificationConfig,
+    sealed: String,
+    /// The client named its id.
+    named: bool,
+}
+
 impl HarnessHandler {
     /// A config reference's checks: a task id and a config id, on a task the caller may
     /// configure push for.
@@ -76,25 +84,52 @@ impl HarnessHandler {
     pub(super) async fn store_push_config(
         &self,
         task_id: &str,
-        mut config: TaskPushNotificationConfig,
+        config: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
+        let sealed = self.seal_push_config(config)?;
+        self.put_push_config(task_id, sealed).await
+    }
+
+    /// Validates and seals a push config, before anything is written: a bad one writes
+    /// nothing. A config without an id is given one.
+    pub(super) fn seal_push_config(&self, mut config: TaskPushNotificationConfig) -> Result<SealedPush, A2AError> {
         let pusher = self.pusher.as_ref().ok_or_else(|| {
             A2AError::new(ErrorKind::PushNotificationNotSupported, "push notifications are not supported by this agent")
         })?;
         validate::push_config(&config)?;
-        if config.id.is_empty() {
+        let named = !config.id.is_empty();
+        if !named {
             config.id = uuid::Uuid::new_v4().to_string();
         }
-        config.task_id = task_id.to_string();
         let secret = PushSecret { token: config.token.clone(), authentication: config.authentication.clone() };
-        let row = PushRow {
-            task_id: task_id.to_string(),
-            config_id: config.id.clone(),
-            url: config.url.clone(),
-            sealed: pusher.key().seal(&secret),
-        };
+        Ok(SealedPush { sealed: pusher.key().seal(&secret), config, named })
+    }
+
+    /// Stores a sealed config on `task_id`.
+    pub(super) async fn put_push_config(
+        &self,
+        task_id: &str,
+        SealedPush { mut config, sealed, .. }: SealedPush,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        config.task_id = task_id.to_string();
+        let row =
+            PushRow { task_id: task_id.to_string(), config_id: config.id.clone(), url: config.url.clone(), sealed };
         self.store.put_push_config(&row).await.map_err(store_error)?;
         Ok(config)
+    }
+
+    /// A message's inline push config (`configuration.taskPushNotificationConfig`) on the
+    /// task the message went to. One without an id replaces the task's config with the same
+    /// URL rather than adding another: a client that sends its webhook with every message, or
+    /// retries a message, has one config, not one per message (docs/event-log.md).
+    pub(super) async fn put_inline_push_config(&self, task_id: &str, mut push: SealedPush) -> Result<(), A2AError> {
+        if !push.named {
+            let configs = self.store.push_configs(task_id).await.map_err(store_error)?;
+            if let Some(same) = configs.into_iter().find(|c| c.url == push.config.url) {
+                push.config.id = same.config_id;
+            }
+        }
+        self.put_push_config(task_id, push).await.map(|_| ())
     }
 
     /// A stored push config in the clear.

@@ -71,7 +71,7 @@ impl HarnessHandler {
     /// The final status a message's answer carries, with the message's own reply: when
     /// messages were queued, the newest final status (S5) is a later turn's, and its
     /// message answers that turn's message; this message's reply is in the history, marked
-    /// `in_reply_to` it. (A turn that failed leaves no reply in the history: then the status
+    /// `inReplyTo` it. (A turn that failed leaves no reply in the history: then the status
     /// stays as it is.)
     async fn with_own_reply(
         &self,
@@ -83,7 +83,7 @@ impl HarnessHandler {
         let key = harness_workflow::reply_ext_key();
         let answered = |m: &Message| {
             let mark = m.metadata.as_ref().and_then(|md| md.get(&key));
-            mark.and_then(|r| r.get("in_reply_to")).and_then(|v| v.as_str()).map(String::from)
+            mark.and_then(harness_workflow::marked_reply_to).map(String::from)
         };
         match status.message.as_ref().and_then(answered) {
             Some(id) if id != message_id => {}

@@ -48,7 +48,7 @@ fn is_side_event(e: &StreamResponse) -> bool {
 }
 
 /// Whether a status update answers the message `id`: its status message is marked
-/// `in_reply_to` it (a command's reply, a refused control, a task envelope's update), or it
+/// `inReplyTo` it (a command's reply, a refused control, a task envelope's update), or it
 /// records that message itself (an event envelope, S11).
 fn answers(e: &StreamResponse, id: &str) -> bool {
     let StreamResponse::StatusUpdate(u) = e else { return false };
@@ -61,7 +61,7 @@ fn answers(e: &StreamResponse, id: &str) -> bool {
     [harness_workflow::command_ext_key(), harness_workflow::answer_ext_key()]
         .iter()
         .filter_map(|k| md.get(k))
-        .any(|mark| mark.get("in_reply_to").and_then(|v| v.as_str()) == Some(id))
+        .any(|mark| harness_workflow::marked_reply_to(mark) == Some(id))
 }
 
 impl HarnessHandler {
@@ -187,7 +187,7 @@ mod tests {
 
     fn reply_to(id: &str, key: String) -> Message {
         let mut m = Message::agent_text("r", "reply");
-        m.metadata = Some(a2a_types::Struct::from_iter([(key, serde_json::json!({"in_reply_to": id}))]));
+        m.metadata = Some(a2a_types::Struct::from_iter([(key, harness_workflow::reply_mark(id))]));
         m
     }
 
