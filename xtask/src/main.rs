@@ -1,6 +1,7 @@
 //! `cargo xtask <verb>`: every chore of the project, so nothing hides in shell history.
 //!
-//! - `test`: builds the binary, provisions the `temporal` CLI when missing, starts one
+//! - `lint`: `cargo fmt --check` and clippy with warnings denied on every target.
+//! - `test`: runs `lint`, builds the binary, provisions the `temporal` CLI when missing, starts one
 //!   shared Temporal dev server, then runs every test of the workspace (nextest when
 //!   installed, else `cargo test`), the ignored-by-default recorders excluded.
 //!   A private PostgreSQL cluster is started for the store's tests (D2) unless
@@ -26,6 +27,9 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod postgres;
+use postgres::Postgres;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
@@ -36,7 +40,7 @@ fn cargo() -> Command {
     c
 }
 
-fn run(mut cmd: Command) -> Result<()> {
+pub(crate) fn run(mut cmd: Command) -> Result<()> {
     eprintln!("xtask: {cmd:?}");
     let status = cmd.status().with_context(|| format!("cannot run {cmd:?}"))?;
     if !status.success() {
@@ -148,88 +152,6 @@ fn interop_venv() -> Result<PathBuf> {
     Ok(python)
 }
 
-/// A private PostgreSQL cluster for the test run (D2: the store's tests run on SQLite and
-/// Postgres). Found through `PG_BIN` or `/usr/lib/postgresql/<version>/bin` (Debian's
-/// `postgresql` package); run as the `postgres` user when this process is root, since
-/// PostgreSQL refuses to run as root. Stopped when dropped.
-struct Postgres {
-    bin: PathBuf,
-    dir: PathBuf,
-    as_user: Option<&'static str>,
-    url: String,
-}
-
-impl Postgres {
-    fn command(&self, tool: &str) -> Command {
-        match self.as_user {
-            Some(user) => {
-                let mut c = Command::new("runuser");
-                c.args(["-u", user, "--"]).arg(self.bin.join(tool));
-                c
-            }
-            None => Command::new(self.bin.join(tool)),
-        }
-    }
-
-    fn start() -> Result<Self> {
-        let bin = match std::env::var_os("PG_BIN") {
-            Some(b) => PathBuf::from(b),
-            None => {
-                let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-                    .map(|d| {
-                        d.filter_map(|e| e.ok())
-                            .map(|e| e.path().join("bin"))
-                            .filter(|p| p.join("initdb").exists())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                found.sort();
-                found.pop().context(
-                    "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): `apt-get install postgresql`, \
-                     set PG_BIN, or set TINY_HARNESS_TEST_POSTGRES to a database URL",
-                )?
-            }
-        };
-        let root = is_root();
-        let as_user = root.then_some("postgres");
-        let dir = std::env::temp_dir().join(format!("tiny-harness-pg-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        if root {
-            run({
-                let mut c = Command::new("chown");
-                c.args(["-R", "postgres:postgres"]).arg(&dir);
-                c
-            })?;
-        }
-        let port = tiny_harness::temporal_dev::free_port();
-        let pg = Self { bin, dir: dir.clone(), as_user, url: format!("postgres://postgres@127.0.0.1:{port}/postgres") };
-        run({
-            let mut c = pg.command("initdb");
-            c.args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "-D"]).arg(dir.join("data"));
-            c.stdout(std::process::Stdio::null());
-            c
-        })?;
-        run({
-            let mut c = pg.command("pg_ctl");
-            c.arg("-D").arg(dir.join("data")).args(["-w", "-l"]).arg(dir.join("pg.log")).args([
-                "-o",
-                &format!("-p {port} -h 127.0.0.1 -k {} -c fsync=off -c max_connections=300", dir.display()),
-                "start",
-            ]);
-            c
-        })?;
-        Ok(pg)
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let _ = self.command("pg_ctl").arg("-D").arg(self.dir.join("data")).args(["-m", "fast", "stop"]).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// The Postgres of the store's tests: `TINY_HARNESS_TEST_POSTGRES` when set, else a private
 /// one (kept running while the returned guard lives).
 fn test_postgres() -> Result<(Option<Postgres>, String)> {
@@ -243,11 +165,29 @@ fn test_postgres() -> Result<(Option<Postgres>, String)> {
     }
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
+/// `cargo xtask lint`: the formatting check and clippy with warnings denied, on every target
+/// of the workspace (tests and benches included). `test` runs it first.
+fn lint() -> Result<()> {
+    run({
+        let mut c = cargo();
+        c.args(["fmt", "--all", "--", "--check"]);
+        c
+    })
+    .context("the code is not formatted: run `cargo fmt --all`")?;
+    run({
+        let mut c = cargo();
+        c.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+        c
+    })
+    .context("clippy has warnings (denied)")
+}
+
 async fn test(extra: &[String]) -> Result<()> {
+    lint()?;
     unused_dependencies()?;
     build_harness()?;
     let python = interop_venv()?;
@@ -469,6 +409,7 @@ async fn main() -> Result<()> {
     let (verb, extra) = args.split_first().map(|(v, e)| (v.as_str(), e)).unwrap_or(("help", &[]));
     match verb {
         "test" => test(extra).await,
+        "lint" => lint(),
         "bench" => bench(extra),
         "histories" => histories(),
         "old-run" => old_run(extra),
@@ -485,7 +426,7 @@ async fn main() -> Result<()> {
             c
         }),
         _ => {
-            eprintln!("usage: cargo xtask <test|contract|bench|histories|dev|chaos|cluster|old-run> [args]");
+            eprintln!("usage: cargo xtask <test|lint|contract|bench|histories|dev|chaos|cluster|old-run> [args]");
             if verb == "help" { Ok(()) } else { bail!("unknown verb `{verb}`") }
         }
     }

@@ -4,7 +4,7 @@
 //! inbox row, found by the message id, and a completed task holding both messages
 //! (docs/conformance.md, "Direct replies").
 
-use contract_tests::{HarnessOptions, HarnessProcess, kind, state, user_text};
+use contract_tests::{HarnessOptions, HarnessProcess, kind, rpc_as, state, user_text};
 use serde_json::{Value, json};
 
 const SCRIPT: &str = r#"
@@ -37,7 +37,9 @@ async fn a_direct_reply_is_a_message_on_both_bindings_and_its_task_is_stored_com
 
     // JSON-RPC, blocking: the answer is the reply Message, not a Task.
     let sent = user_text("a quick question");
-    let answer = c.send(sent.clone(), json!({})).await;
+    // An identified sender: its retried first message is exactly-once (issue 28).
+    let alice = Some(("X-Participant-Id", "alice"));
+    let answer = rpc_as(&h.base_url, alice, "SendMessage", json!({"message": sent})).await;
     let reply = answer["result"]["message"].clone();
     assert!(answer["result"].get("task").is_none(), "{answer}");
     assert_eq!(reply["role"], "ROLE_AGENT", "{reply}");
@@ -57,7 +59,7 @@ async fn a_direct_reply_is_a_message_on_both_bindings_and_its_task_is_stored_com
     assert_eq!((rows[0].task_id.as_str(), rows[0].outcome.as_str()), (task_id.as_str(), "accepted"));
 
     // A retry of the same message is answered with the same reply, and runs no second turn.
-    let again = c.send(sent.clone(), json!({})).await;
+    let again = rpc_as(&h.base_url, alice, "SendMessage", json!({"message": sent})).await;
     assert_eq!(again["result"]["message"], reply, "{again}");
     let history = c.rpc("GetTask", json!({"id": task_id})).await["result"]["history"].clone();
     assert_eq!(history.as_array().unwrap().len(), 2, "{history}");

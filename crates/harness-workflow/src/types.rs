@@ -124,10 +124,10 @@ pub struct Carried {
     pub sub_tasks: Vec<SubTask>,
 }
 
-/// The `live` query's answer: what the workflow knows that the store may not have yet. A
-/// read puts the task together from the store's history (its first `stored_history`
-/// messages), then `task.history`, and the store's artifacts with `task.artifacts` over them
-/// (S13, docs/event-log.md).
+/// The `live` query's answer: the task as the workflow holds it, with what the store may not
+/// have yet. No read of the harness sends it (reads come from the store, issue 20): it is for
+/// an operator's `temporal workflow query` and for the crash tests, which check that the
+/// store says what the workflow says.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LiveTask {
     /// The head, with the messages and artifacts not stored yet.
@@ -335,7 +335,7 @@ pub struct CommandContext {
     /// Turns started so far.
     pub turn: u32,
     pub participants: Vec<Participant>,
-    /// Open sub-tasks (none until delegation exists).
+    /// Sub-tasks it delegated that have not ended (issue 19).
     #[serde(default)]
     pub open_sub_tasks: Vec<String>,
     /// Messages accepted and waiting for a turn.
@@ -361,7 +361,7 @@ pub struct MonitorRow {
     pub mailbox_depth: u32,
     /// Turns started so far.
     pub turn: u32,
-    /// Sub-task ids (none until delegation exists).
+    /// The sub-tasks it delegated (issue 19), each with the state the store last saw.
     pub children: Vec<ChildRow>,
     /// A stand-in's remote task (issue 19): what it follows.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -22,8 +22,8 @@ mod turn;
 pub use delegate::sub_task_ext_key;
 
 use crate::{
-    CancelRequest, ChildRow, InboxItem, ItemKind, LiveTask, LogPosition, MonitorRow, Participant, Receipt, Refusal,
-    RemotePush, RemoteStarted, SubTask, SubTaskResult, TaskInput, status_ext_key,
+    CancelRequest, InboxItem, ItemKind, LiveTask, LogPosition, Participant, Receipt, Refusal, RemotePush,
+    RemoteStarted, SubTask, SubTaskResult, TaskInput, status_ext_key,
 };
 use a2a_types::{Artifact, Message, Task, TaskState, TaskStatus};
 use std::collections::VecDeque;
@@ -297,38 +297,8 @@ impl TaskWorkflow {
         serde_json::from_value(value.clone()).ok()
     }
 
-    /// What `/_monitor` shows of a running task (S20).
-    #[query(name = "monitor")]
-    pub fn monitor(&self, _ctx: &WorkflowContextView) -> MonitorRow {
-        let substate = self.substate();
-        MonitorRow {
-            task_id: self.head.id.clone(),
-            state: self.head.status.state,
-            substate,
-            mailbox_depth: self.mailbox.len() as u32,
-            turn: self.turn,
-            children: self
-                .sub_tasks
-                .iter()
-                .map(|t| ChildRow {
-                    task_id: t.task_id.clone(),
-                    agent: t.agent.clone(),
-                    state: t.state,
-                    remote_task_id: None,
-                })
-                .collect(),
-            remote: self.input.stand_in.as_ref().map(|si| ChildRow {
-                task_id: self.head.id.clone(),
-                agent: si.agent.clone(),
-                state: self.following.as_ref().map(|f| f.seen.state),
-                remote_task_id: self.following.as_ref().map(|f| f.remote_task_id.clone()),
-            }),
-            usage: self.usage(),
-        }
-    }
-
-    /// The task as this workflow sees it (S13): its head with what the store does not have
-    /// yet; a read takes the rest from the store.
+    /// The task as this workflow holds it ([`LiveTask`]): for operators and the crash tests'
+    /// invariants; the harness itself never queries a workflow (issue 20).
     #[query(name = "live")]
     pub fn live(&self, _ctx: &WorkflowContextView) -> LiveTask {
         LiveTask { task: self.live_task(), stored_history: self.stored_history as u32 }

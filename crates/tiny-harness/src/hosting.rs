@@ -381,7 +381,7 @@ async fn monitor(State(inner): State<Arc<Inner>>) -> Response {
 }
 
 /// Refreshes the monitor snapshot every `interval`: each task of this queue that has not
-/// ended, as its workflow reports it.
+/// ended, as the store has it (no read asks a workflow, issue 20).
 pub(crate) fn spawn_monitor(
     handler: Arc<HarnessHandler>,
     snapshot: MonitorSnapshot,

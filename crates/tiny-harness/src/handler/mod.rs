@@ -19,6 +19,7 @@ mod brief;
 mod controls;
 mod envelope;
 mod listing;
+mod pending;
 mod push;
 mod send;
 mod stream;
