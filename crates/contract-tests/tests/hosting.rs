@@ -381,7 +381,9 @@ async fn with_a_resolver_every_verb_of_an_unresolved_caller_is_refused_on_both_b
     assert_eq!(status, 200, "{text}");
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["totalSize"], 0, "{text}");
     assert_eq!(rest(Method::GET, "/extendedAgentCard".into(), None).await.0, 400);
-    let (status, text) = rest(Method::POST, "/message:send".into(), Some(json!({"message": user_text("hi")}))).await;
+    let secret = "sk-live-ZX81-secret";
+    let carrying = json!({"message": user_text(&format!("over rest: {secret}"))});
+    let (status, text) = rest(Method::POST, "/message:send".into(), Some(carrying)).await;
     assert_eq!(status, 400, "{text}");
     // Nothing changed for alice: her task goes on and her config is there.
     let hers = rpc_as(&base, alice, "GetTask", json!({"id": id})).await;
@@ -394,13 +396,12 @@ async fn with_a_resolver_every_verb_of_an_unresolved_caller_is_refused_on_both_b
     assert_eq!(get(&format!("{base}/_ready")).await.0, 200);
 
     // Point 5: refused messages carrying a configured secret are audited redacted.
-    let secret = "sk-live-ZX81-secret";
     let unresolved = json!({"message": user_text(&format!("my key is {secret}"))});
     assert_eq!(rpc_as(&base, None, "SendMessage", unresolved).await["error"]["code"], -32602);
     let malformed = json!({"message": {"messageId": "m-bad", "parts": [{"text": secret}]}});
     assert_eq!(rpc_as(&base, alice, "SendMessage", malformed).await["error"]["code"], -32602);
     let store = harness.store().await.unwrap();
-    assert!(store.inbox_count().await.unwrap() >= 3, "the refusals were audited");
+    assert!(store.inbox_count().await.unwrap() >= 4, "the refusals were audited");
     harness.stop().await;
     let mut bytes = Vec::new();
     for entry in std::fs::read_dir(dir.path()).unwrap() {

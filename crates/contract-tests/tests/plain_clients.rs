@@ -120,6 +120,71 @@ async fn an_identified_retry_with_an_inline_push_config_configures_the_first_tas
     assert_eq!(configs[0]["url"], format!("{url}/retry"));
 }
 
+/// A blocking SendMessage over HTTP+JSON as participant `who` (`None`: anonymous).
+async fn rest_send_as(base: &str, who: Option<&str>, params: &Value) -> Value {
+    let mut r = reqwest::Client::new().post(format!("{base}/a2a/rest/message:send")).header("A2A-Version", "1.0");
+    if let Some(who) = who {
+        r = r.header("X-Participant-Id", who);
+    }
+    r.body(params.to_string()).send().await.unwrap().json().await.unwrap()
+}
+
+/// An identified sender's retried first message finds its task on both bindings; the same id
+/// with other content is refused naming only the sender's own task; another participant and
+/// an anonymous client reusing the id open tasks of their own and never learn of hers.
+#[tokio::test]
+async fn an_identified_senders_first_message_is_exactly_once_and_no_error_names_anothers_task() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let base = h.base_url.as_str();
+    let rpc_send = |who: Option<&'static str>, params: Value| async move {
+        let r = rpc_as(base, who.map(|w| ("X-Participant-Id", w)), "SendMessage", params).await;
+        r.get("result").cloned().unwrap_or(r)
+    };
+    for binding in ["jsonrpc", "rest"] {
+        let send = |who: Option<&'static str>, params: Value| async move {
+            match binding {
+                "jsonrpc" => rpc_send(who, params).await,
+                _ => rest_send_as(base, who, &params).await,
+            }
+        };
+        let message = json!({"messageId": format!("shared-{binding}"), "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+        let first = send(Some("alice"), json!({"message": message})).await;
+        let task = first["task"]["id"].as_str().unwrap_or_else(|| panic!("{binding}: {first}")).to_string();
+        let retry = send(Some("alice"), json!({"message": message})).await;
+        assert_eq!(retry["task"]["id"], task.as_str(), "{binding}: the retry finds her task: {retry}");
+        let mut other = message.clone();
+        other["parts"] = json!([{"text": "something else"}]);
+        let refused = send(Some("alice"), json!({"message": other})).await;
+        let text = refused.to_string();
+        assert!(text.contains("already used") && text.contains(&task), "{binding}: names her own task: {text}");
+        // Bob's first use of the id opens his own task; his second, with other text, is
+        // refused naming his task, never hers.
+        let bobs = send(Some("bob"), json!({"message": message})).await;
+        let bobs = bobs["task"]["id"].as_str().unwrap_or_else(|| panic!("{binding}: {bobs}")).to_string();
+        assert_ne!(bobs, task, "{binding}: a task of his own");
+        let refused = send(Some("bob"), json!({"message": other})).await.to_string();
+        assert!(refused.contains("already used") && refused.contains(&bobs), "{binding}: {refused}");
+        assert!(!refused.contains(&task), "{binding}: bob learned her task: {refused}");
+        // An anonymous client's first messages each open a task, whatever their text.
+        for params in [json!({"message": message}), json!({"message": other})] {
+            let theirs = send(None, params).await;
+            let id = theirs["task"]["id"].as_str().unwrap_or_else(|| panic!("{binding}: {theirs}"));
+            assert!(id != task && id != bobs, "{binding}: a task of its own");
+            assert!(!theirs.to_string().contains(&task), "{binding}: learned her task: {theirs}");
+        }
+    }
+    let store = h.store().await;
+    let history = |id: String| {
+        let store = store.clone();
+        async move { store.history(&id, i64::MAX, None).await.unwrap().len() }
+    };
+    let ids = store.task_ids().await.unwrap();
+    assert_eq!(ids.len(), 2 * 4, "on each binding: alice's, bob's and two anonymous tasks");
+    for id in ids {
+        assert_eq!(history(id).await, 2, "one turn each");
+    }
+}
+
 /// Every key in `value` that is snake_case (holds an `_`), with its path.
 fn snake_keys(value: &Value, path: &str, out: &mut Vec<String>) {
     match value {
