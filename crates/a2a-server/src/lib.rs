@@ -200,7 +200,8 @@ pub fn router<H: RequestHandler>(agent_card: Arc<AgentCard>, slot: Arc<HandlerSl
 }
 
 /// Reads `A2A-Version` (header, else `A2A-Version` query parameter). Missing or empty
-/// means 0.3, which this 1.0 server refuses; only the major version is compared.
+/// means 0.3, which this 1.0 server refuses. Major.Minor must be 1.0 (a patch part is
+/// ignored); a malformed version is refused as unsupported, naming it (issue 33).
 fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2AError> {
     let from_query = query.and_then(|q| {
         q.split('&').find_map(|kv| {
@@ -221,16 +222,39 @@ fn check_version(headers: &HeaderMap, query: Option<&str>) -> Result<(), A2AErro
         )
         .with("supportedVersions", "1.0"));
     };
-    let major = version.split('.').next().unwrap_or("");
-    if major != "1" {
-        return Err(A2AError::new(
+    match major_minor(&version) {
+        Some((1, 0)) => Ok(()),
+        Some(_) => Err(A2AError::new(
             ErrorKind::VersionNotSupported,
-            format!("A2A-Version {version} is not supported; this server speaks 1.0"),
+            format!("A2A-Version {version:?} is not supported; this server speaks 1.0"),
         )
         .with("requestedVersion", version)
-        .with("supportedVersions", "1.0"));
+        .with("supportedVersions", "1.0")),
+        None => Err(A2AError::new(
+            ErrorKind::VersionNotSupported,
+            format!(
+                "A2A-Version {version:?} is not a version: it is `Major.Minor` (a patch part is ignored); this server \
+                 speaks 1.0"
+            ),
+        )
+        .with("requestedVersion", version)
+        .with("supportedVersions", "1.0")),
     }
-    Ok(())
+}
+
+/// `Major.Minor` of a version `Major.Minor[.Patch]` of decimal numbers (CHEATSHEET: compare
+/// Major.Minor, ignore the patch); `None` for anything else (`1.banana`, `1`, `1.0.x`).
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut numbers = version.split('.');
+    let mut number = || {
+        numbers.next().filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).and_then(|n| n.parse().ok())
+    };
+    let (major, minor) = (number()?, number()?);
+    let patch = numbers.next();
+    if patch.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) || numbers.next().is_some() {
+        return None;
+    }
+    Some((major, minor))
 }
 
 /// Admits a request: `A2A-Version` (1.x only), then the operation's capability, then

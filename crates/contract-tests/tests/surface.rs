@@ -41,7 +41,7 @@ async fn a_non_json_body_is_content_type_not_supported_and_a_json_body_is_taken_
 }
 
 #[tokio::test]
-async fn a2a_version_is_read_from_the_header_or_the_query_and_only_1_x_is_served() {
+async fn a2a_version_is_read_from_the_header_or_the_query_and_only_1_0_is_served() {
     let h = HarnessProcess::start(HarnessOptions::default()).await;
     let http = reqwest::Client::new();
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}}).to_string();
@@ -53,13 +53,38 @@ async fn a2a_version_is_read_from_the_header_or_the_query_and_only_1_x_is_served
         async move { r.send().await.unwrap().json::<Value>().await.unwrap()["error"]["code"].clone() }
     };
     assert_eq!(rpc("?A2A-Version=1.0", None).await, -32001, "the query parameter counts");
-    assert_eq!(rpc("", Some("1.1")).await, -32001, "a 1.x minor is served");
+    assert_eq!(rpc("", Some("1.0.7")).await, -32001, "a patch part is ignored");
+    assert_eq!(rpc("?A2A-Version=1.0.2", None).await, -32001, "in the query too");
+    // Issue 33: Major.Minor is compared, and a malformed version is refused, not read as 1.0.
+    for refused in ["1.1", "1.banana", "1", "1.0.x", "1.0.0.0", "01.0a", "1..0", " 1.0 x", "v1.0"] {
+        assert_eq!(rpc("", Some(refused)).await, -32009, "A2A-Version {refused:?}");
+    }
+    assert_eq!(rpc("?A2A-Version=1.banana", None).await, -32009, "in the query too");
     assert_eq!(rpc("", Some("0.3")).await, -32009);
     assert_eq!(rpc("", Some("")).await, -32009, "empty means 0.3");
-    let rest =
-        http.get(format!("{}/a2a/rest/tasks/nope", h.base_url)).header("A2A-Version", "2.0").send().await.unwrap();
-    assert_eq!(rest.status(), 400);
-    assert_eq!(reason(&rest.json::<Value>().await.unwrap()), "VERSION_NOT_SUPPORTED");
+    for version in ["2.0", "1.banana"] {
+        let rest = http
+            .get(format!("{}/a2a/rest/tasks/nope", h.base_url))
+            .header("A2A-Version", version)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.status(), 400, "{version}");
+        let body = rest.json::<Value>().await.unwrap();
+        assert_eq!(reason(&body), "VERSION_NOT_SUPPORTED", "{version}: {body}");
+        assert!(body.to_string().contains(version), "the refusal names the version: {body}");
+    }
+    // A send with a malformed version writes nothing.
+    let send = http
+        .post(format!("{}/a2a/rest/message:send", h.base_url))
+        .header("A2A-Version", "1.banana")
+        .body(json!({"message": user_text("hi")}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(send.status(), 400);
+    let store = h.store().await;
+    assert!(store.task_ids().await.unwrap().is_empty() && store.inbox_count().await.unwrap() == 0, "nothing written");
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@
 //! delivery is at-least-once across a crash; a delivery that was posted just before the
 //! crash can come twice.
 
+use crate::hosts::{GuardedResolver, HostPolicy};
 use crate::{PushKey, PushSecret};
 use a2a_types::StreamResponse;
 use harness_store::{PUSH_LEASE, PendingPush, Store};
@@ -30,11 +31,18 @@ pub struct DeliveryPolicy {
     pub first_backoff: Duration,
     /// Per post.
     pub timeout: Duration,
+    /// Which hosts a push may go to (SSRF, `[push] allow_private_hosts`).
+    pub hosts: HostPolicy,
 }
 
 impl Default for DeliveryPolicy {
     fn default() -> Self {
-        Self { attempts: 5, first_backoff: Duration::from_millis(500), timeout: Duration::from_secs(15) }
+        Self {
+            attempts: 5,
+            first_backoff: Duration::from_millis(500),
+            timeout: Duration::from_secs(15),
+            hosts: HostPolicy::default(),
+        }
     }
 }
 
@@ -60,7 +68,11 @@ pub struct Pusher {
 
 impl Pusher {
     pub fn new(store: Store, key: PushKey, policy: DeliveryPolicy) -> Arc<Self> {
-        let http = reqwest::Client::builder().timeout(policy.timeout).build().expect("an HTTP client builds");
+        let http = reqwest::Client::builder()
+            .timeout(policy.timeout)
+            .dns_resolver(Arc::new(GuardedResolver(policy.hosts)))
+            .build()
+            .expect("an HTTP client builds");
         Arc::new(Self {
             store,
             key,
@@ -70,6 +82,11 @@ impl Pusher {
             queued: Mutex::default(),
             workers: Mutex::default(),
         })
+    }
+
+    /// Which hosts a push may go to.
+    pub fn hosts(&self) -> HostPolicy {
+        self.policy.hosts
     }
 
     /// The key that seals and opens config secrets.
@@ -217,15 +234,23 @@ impl Pusher {
     }
 
     async fn post_with_retries(&self, job: &Job) {
+        // A literal address never meets the resolver: checked here too (a config stored
+        // before the policy, or under another one).
+        let host = a2a_types::validate::push_url_host(&job.push.url).unwrap_or_default();
+        if let Some(why) = self.policy.hosts.refuses_host(host) {
+            tracing::warn!(url = ?job.push.url, why, "push: not posted: the host is refused");
+            return;
+        }
         let mut backoff = self.policy.first_backoff;
         for attempt in 1..=self.policy.attempts.max(1) {
             match self.post(job).await {
                 Ok(()) => return,
                 Err(why) if attempt == self.policy.attempts.max(1) => {
-                    tracing::warn!(url = %job.push.url, attempts = attempt, %why, "push: delivery given up");
+                    // Debug-quoted: a URL never breaks a log line (issue 34).
+                    tracing::warn!(url = ?job.push.url, attempts = attempt, %why, "push: delivery given up");
                 }
                 Err(why) => {
-                    tracing::debug!(url = %job.push.url, attempt, %why, "push: delivery failed, retrying");
+                    tracing::debug!(url = ?job.push.url, attempt, %why, "push: delivery failed, retrying");
                     tokio::time::sleep(backoff).await;
                     backoff *= 2;
                 }

@@ -10,7 +10,9 @@
 //! (`hosting.rs`), not of this crate.
 
 mod deliver;
+mod hosts;
 mod key;
 
 pub use deliver::{DeliveryPolicy, Pusher};
+pub use hosts::HostPolicy;
 pub use key::{KEY_ENV, KeyError, PushKey, PushSecret};

@@ -162,6 +162,9 @@ pub struct AgentSection {
     /// payloads Temporal caps at 2 MB (warning at 256 KB); a larger one is refused up front,
     /// naming this key, instead of wedging its task.
     pub max_message_bytes: usize,
+    /// The most parts a message may have (issue 33): a message with more is refused up front,
+    /// naming this key, before anything is written.
+    pub max_message_parts: usize,
     /// A task's run continues as new once its history passes this many events, estimated
     /// bytes or messages (issue 15; docs/event-log.md, "The run boundary"): Temporal caps
     /// one run at 51,200 events, 50 MB and 2,000 updates.
@@ -193,6 +196,11 @@ impl AgentSection {
         over("run_max_events", u64::from(self.run_max_events), 51_200, "history events")?;
         over("run_max_bytes", self.run_max_bytes, 50 * 1024 * 1024, "bytes of history")?;
         over("run_max_messages", u64::from(self.run_max_messages), 2_000, "updates")?;
+        if self.max_message_parts == 0 {
+            return Err(ConfigError(
+                "`agent.max_message_parts` = 0: a message has at least one part (1 or more)".into(),
+            ));
+        }
         if self.answer_window == 0 {
             return Err(ConfigError(
                 "`agent.answer_window` = 0: an answer must carry at least the newest message (1 or more)".into(),
@@ -214,6 +222,7 @@ impl Default for AgentSection {
             model: "echo".into(),
             terminal_linger_secs: 2,
             max_message_bytes: 256 * 1024,
+            max_message_parts: 64,
             run_max_events: harness_workflow::RunLimits::default().events,
             run_max_bytes: harness_workflow::RunLimits::default().bytes,
             run_max_messages: harness_workflow::RunLimits::default().messages,
@@ -262,7 +271,7 @@ pub struct CardSection {
 }
 
 /// The `[push]` section (S14).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PushSection {
     /// A file holding the key (base64 of 32 bytes); `TINY_HARNESS_PUSH_KEY` wins over it.
@@ -270,6 +279,16 @@ pub struct PushSection {
     /// Create `push.key` in the data dir (mode 0600) when no key is given (`dev` sets this).
     #[serde(skip)]
     pub generate_key: bool,
+    /// Push URLs may name loopback and private-range hosts (issue 33, SSRF; default true,
+    /// for a harness on one machine): `false` for a server on a shared network. Link-local
+    /// and metadata addresses are refused either way (`harness_push::HostPolicy`).
+    pub allow_private_hosts: bool,
+}
+
+impl Default for PushSection {
+    fn default() -> Self {
+        Self { key_file: None, generate_key: false, allow_private_hosts: true }
+    }
 }
 
 /// The whole configuration.

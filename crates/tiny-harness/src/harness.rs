@@ -265,7 +265,9 @@ impl Harness {
                 harness_push::KEY_ENV
             );
         }
-        let pusher = push_key.map(|key| Pusher::new(store.clone(), key, DeliveryPolicy::default()));
+        let hosts = harness_push::HostPolicy { allow_private: config.push.allow_private_hosts };
+        let policy = DeliveryPolicy { hosts, ..DeliveryPolicy::default() };
+        let pusher = push_key.map(|key| Pusher::new(store.clone(), key, policy));
         // S14: deliveries a stopped or killed process left in the outbox.
         // Its first sweep waits for the reconciler (at most a minute): what a crashed workflow
         // task put in the outbox may be cut from it first.
@@ -361,6 +363,7 @@ impl Harness {
                 linger_secs: config.agent.terminal_linger_secs,
                 instant_model: provider.as_ref().is_some_and(|m| m.is_instant()),
                 max_message_bytes: config.agent.max_message_bytes,
+                max_message_parts: config.agent.max_message_parts,
                 answer_window: config.agent.answer_window,
                 // Checked by HarnessBuilder::build.
                 run_limits: config.agent.run_limits().unwrap_or_default(),

@@ -166,6 +166,21 @@ impl HarnessHandler {
     /// The request's message, validated and redacted, if this agent takes it now: a
     /// resolver must name the sender, Temporal must answer, and it must fit a payload.
     fn checked(&self, req: &SendMessageRequest, caller: &Caller) -> Result<Message, Refused> {
+        // Limits before any work (issue 33): a message of ten thousand parts is not redacted,
+        // validated or stored part by part; its audit row keeps an excerpt.
+        let parts = req.message.as_ref().map_or(0, |m| m.parts.len());
+        let most_parts = self.settings.max_message_parts;
+        if parts > most_parts {
+            let error = A2AError::invalid_params(format!(
+                "invalid params: the message has {parts} parts; this agent takes at most {most_parts} parts per \
+                 message (`agent.max_message_parts`)"
+            ))
+            .with("field", "message.parts");
+            let mut excerpt = req.message.clone().expect("a message with parts");
+            excerpt.parts.truncate(most_parts);
+            self.redactor.message(&mut excerpt);
+            return Err(refused(&excerpt, error));
+        }
         // Redacted before anything is refused: even a refused message's audit row never
         // holds a secret (issue 28).
         let redacted = req.message.clone().map(|mut m| {

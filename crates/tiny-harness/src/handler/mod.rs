@@ -54,6 +54,8 @@ pub(crate) struct TaskSettings {
     pub instant_model: bool,
     /// `agent.max_message_bytes`.
     pub max_message_bytes: usize,
+    /// `agent.max_message_parts`.
+    pub max_message_parts: usize,
     /// `agent.answer_window`: what an answer to one message carries of a long task.
     pub answer_window: u32,
     /// When a task's run continues as new (`agent.run_max_*`).

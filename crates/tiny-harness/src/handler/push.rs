@@ -97,6 +97,14 @@ impl HarnessHandler {
             A2AError::new(ErrorKind::PushNotificationNotSupported, "push notifications are not supported by this agent")
         })?;
         validate::push_config(&config)?;
+        let host = validate::push_url_host(&config.url).unwrap_or_default();
+        if let Some(why) = pusher.hosts().refuses_host(host) {
+            return Err(A2AError::invalid_params(format!(
+                "invalid params: url {:?}: its host `{host}` is {why}; a push goes to a webhook this agent may reach",
+                config.url
+            ))
+            .with("field", "url"));
+        }
         let named = !config.id.is_empty();
         if !named {
             config.id = uuid::Uuid::new_v4().to_string();
