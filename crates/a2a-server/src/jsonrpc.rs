@@ -62,12 +62,22 @@ pub(crate) async fn handle(
         Ok(v) => v,
         Err(err) => return json(failure(&Value::Null, &err)),
     };
+    // A request object without an `id` member is a notification: JSON-RPC 2.0 runs it and
+    // never replies, not even with an error (issue 34). An envelope that is not a request at
+    // all is still answered (`id` null). Over HTTP the empty reply is 204.
+    let notification = value.as_object().is_some_and(|o| !o.contains_key("id"));
     let req = match RpcRequest::from_value(value) {
         Ok(r) => r,
         Err((id, err)) => return json(failure(&id, &err)),
     };
     let id = req.id.clone();
-    dispatch(&state, &headers, query.as_deref(), req).await.unwrap_or_else(|e| json(failure(&id, &e)))
+    let answer = dispatch(&state, &headers, query.as_deref(), req).await;
+    if notification {
+        // A stream's events go nowhere; the call itself (a message's delivery) has run.
+        drop(answer);
+        return axum::http::StatusCode::NO_CONTENT.into_response();
+    }
+    answer.unwrap_or_else(|e| json(failure(&id, &e)))
 }
 
 async fn dispatch(

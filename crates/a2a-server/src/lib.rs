@@ -39,9 +39,9 @@ pub type EventStream = BoxStream<'static, Result<StreamItem, A2AError>>;
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum StreamItem {
-    /// An event, with its place in the task's log when it has one: the SSE `id`, which a
-    /// client that reconnects sends back as `Last-Event-ID`.
-    Event { seq: Option<i64>, event: StreamResponse },
+    /// An event, with its place in the task's log when it has one: the SSE `id` (opaque
+    /// here), which a client that reconnects sends back as `Last-Event-ID`.
+    Event { id: Option<String>, event: StreamResponse },
     /// An SSE comment (`: text`): starts a response that has no event to send yet.
     Comment(String),
 }
@@ -58,7 +58,7 @@ impl StreamItem {
 
 impl From<StreamResponse> for StreamItem {
     fn from(event: StreamResponse) -> Self {
-        Self::Event { seq: None, event }
+        Self::Event { id: None, event }
     }
 }
 

@@ -32,10 +32,10 @@ pub(crate) async fn respond(mut stream: EventStream, framing: impl Framing) -> R
             return futures::future::ready(None);
         }
         let event = match item {
-            Ok(StreamItem::Event { seq, event }) => {
+            Ok(StreamItem::Event { id, event }) => {
                 let sse = Event::default().data(f.event(&event).to_string());
-                match seq {
-                    Some(seq) => sse.id(seq.to_string()),
+                match id {
+                    Some(id) => sse.id(id),
                     None => sse,
                 }
             }

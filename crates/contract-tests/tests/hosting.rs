@@ -169,6 +169,41 @@ async fn a_host_mounted_router_serves_neither_cors_nor_ui_while_the_own_router_d
     harness.stop().await;
 }
 
+/// Issue 34: under a prefix, `ui_dir`'s files are served, a directory's redirect keeps the
+/// prefix and `/ui`, and a symlink that points out of the directory is a 404.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ui_redirects_under_its_prefix_and_refuses_symlinks_that_leave_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ui.path().join("docs")).unwrap();
+    std::fs::write(ui.path().join("docs/index.html"), "docs").unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "not for the web").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), ui.path().join("leak.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), ui.path().join("out")).unwrap();
+    std::fs::write(ui.path().join("inside.txt"), "fine").unwrap();
+    std::os::unix::fs::symlink(ui.path().join("inside.txt"), ui.path().join("alias.txt")).unwrap();
+    let mut c = config(dir.path());
+    c.server.prefix = "/agents/helper".into();
+    c.server.ui_dir = Some(ui.path().to_path_buf());
+    let harness = Harness::new(c).unwrap();
+    harness.start().await.unwrap();
+    let base = serve(Router::new().nest("/agents/helper", harness.router())).await;
+    let ui_base = format!("{base}/agents/helper/ui");
+    assert_eq!(get(&format!("{ui_base}/docs/index.html")).await, (200, "docs".to_string()));
+    assert_eq!(get(&format!("{ui_base}/alias.txt")).await, (200, "fine".to_string()), "a link inside is served");
+    for path in ["/leak.txt", "/out/secret.txt", "/%6Ceak.txt"] {
+        let (status, body) = get(&format!("{ui_base}{path}")).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(!body.contains("not for the web"), "{path}");
+    }
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let r = no_redirects.get(format!("{ui_base}/docs")).send().await.unwrap();
+    assert!(r.status().is_redirection(), "{}", r.status());
+    assert_eq!(r.headers()["location"], "/agents/helper/ui/docs/", "the redirect keeps the prefix");
+    harness.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn route_options_turn_off_limits_cors_monitor_and_ui_one_by_one() {
     let ui = tempfile::tempdir().unwrap();

@@ -33,6 +33,11 @@ pub struct DeliveryPolicy {
     pub timeout: Duration,
     /// Which hosts a push may go to (SSRF, `[push] allow_private_hosts`).
     pub hosts: HostPolicy,
+    /// Posts in flight at once, to all hosts and to one host (issue 34): a task with many
+    /// configs, or a webhook that never answers, holds at most this many sockets; the rest
+    /// wait their turn in their config's queue.
+    pub max_posts: usize,
+    pub max_posts_per_host: usize,
 }
 
 impl Default for DeliveryPolicy {
@@ -42,6 +47,8 @@ impl Default for DeliveryPolicy {
             first_backoff: Duration::from_millis(500),
             timeout: Duration::from_secs(15),
             hosts: HostPolicy::default(),
+            max_posts: 64,
+            max_posts_per_host: 8,
         }
     }
 }
@@ -64,6 +71,9 @@ pub struct Pusher {
     queued: Mutex<HashSet<(String, String, i64)>>,
     /// The per-config workers, stopped by [`Pusher::stop`].
     workers: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Permits for posts in flight: all of them, and per host.
+    posts: Arc<tokio::sync::Semaphore>,
+    posts_per_host: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
 impl Pusher {
@@ -71,8 +81,10 @@ impl Pusher {
         let http = reqwest::Client::builder()
             .timeout(policy.timeout)
             .dns_resolver(Arc::new(GuardedResolver(policy.hosts)))
+            .pool_max_idle_per_host(policy.max_posts_per_host)
             .build()
             .expect("an HTTP client builds");
+        let posts = Arc::new(tokio::sync::Semaphore::new(policy.max_posts.max(1)));
         Arc::new(Self {
             store,
             key,
@@ -81,6 +93,8 @@ impl Pusher {
             queues: Mutex::default(),
             queued: Mutex::default(),
             workers: Mutex::default(),
+            posts,
+            posts_per_host: Mutex::default(),
         })
     }
 
@@ -258,7 +272,25 @@ impl Pusher {
         }
     }
 
+    /// The permits one post holds: one of its host's, then one of all.
+    async fn permits(&self, host: &str) -> (tokio::sync::OwnedSemaphorePermit, tokio::sync::OwnedSemaphorePermit) {
+        let per_host = {
+            let mut hosts = self.posts_per_host.lock().expect("push hosts");
+            if hosts.len() > 10_000 {
+                // Forget idle hosts (no post holds their semaphore).
+                hosts.retain(|_, s| Arc::strong_count(s) > 1);
+            }
+            let limit = self.policy.max_posts_per_host.max(1);
+            hosts.entry(host.to_string()).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(limit))).clone()
+        };
+        let host_permit = per_host.acquire_owned().await.expect("never closed");
+        let permit = self.posts.clone().acquire_owned().await.expect("never closed");
+        (host_permit, permit)
+    }
+
     async fn post(&self, job: &Job) -> Result<(), String> {
+        let host = a2a_types::validate::push_url_host(&job.push.url).unwrap_or_default().to_ascii_lowercase();
+        let _permits = self.permits(&host).await;
         let mut request =
             self.http.post(&job.push.url).header("content-type", "application/json").body(job.push.body.clone());
         if !job.secret.token.is_empty() {

@@ -26,8 +26,11 @@ pub struct TaskHead {
     pub last_seq: i64,
     /// The task queue that owns the task (S19).
     pub task_queue: String,
-    /// How often the log was cut back (a reconciler compares it before cutting).
+    /// How often the log was cut back (a reconciler compares it before cutting): the log's
+    /// epoch, which SSE ids carry (issue 34).
     pub rewrites: i64,
+    /// The seq the newest cut started at (0: never cut): events from it on were rewritten.
+    pub rewrote_from: i64,
 }
 
 /// An open task as `/_monitor` shows it from the store.
@@ -81,7 +84,8 @@ impl Store {
     /// State, context and newest seq of a task whose log has begun (no snapshot parsing).
     pub async fn task_head(&self, task_id: &str) -> Result<Option<TaskHead>, StoreError> {
         let Some(r) = sqlx::query(
-            "SELECT state, context_id, last_seq, task_queue, rewrites FROM tasks WHERE task_id = $1 AND snapshot <> ''",
+            "SELECT state, context_id, last_seq, task_queue, rewrites, rewrote_from FROM tasks \
+             WHERE task_id = $1 AND snapshot <> ''",
         )
         .bind(task_id)
         .fetch_optional(self.reads())
@@ -96,6 +100,7 @@ impl Store {
             last_seq: r.try_get("last_seq")?,
             task_queue: r.try_get("task_queue")?,
             rewrites: r.try_get("rewrites")?,
+            rewrote_from: r.try_get("rewrote_from")?,
         }))
     }
 

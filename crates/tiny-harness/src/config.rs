@@ -283,11 +283,14 @@ pub struct PushSection {
     /// for a harness on one machine): `false` for a server on a shared network. Link-local
     /// and metadata addresses are refused either way (`harness_push::HostPolicy`).
     pub allow_private_hosts: bool,
+    /// The most push configs one task may have (issue 34): one more is refused naming this
+    /// key, so a task's fan-out is bounded.
+    pub max_configs_per_task: usize,
 }
 
 impl Default for PushSection {
     fn default() -> Self {
-        Self { key_file: None, generate_key: false, allow_private_hosts: true }
+        Self { key_file: None, generate_key: false, allow_private_hosts: true, max_configs_per_task: 32 }
     }
 }
 

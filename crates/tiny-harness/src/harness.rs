@@ -364,6 +364,7 @@ impl Harness {
                 instant_model: provider.as_ref().is_some_and(|m| m.is_instant()),
                 max_message_bytes: config.agent.max_message_bytes,
                 max_message_parts: config.agent.max_message_parts,
+                max_push_configs: config.push.max_configs_per_task,
                 answer_window: config.agent.answer_window,
                 // Checked by HarnessBuilder::build.
                 run_limits: config.agent.run_limits().unwrap_or_default(),

@@ -16,6 +16,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tower::ServiceBuilder;
@@ -93,7 +94,11 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
             tracing::warn!(dir = %dir.display(), "`server.ui_dir` is set but a host-mounted router does not serve /ui");
         } else {
             // Its own routes, registered here, so no A2A REST path can shadow them.
-            routes = routes.nest_service(UI_PATH, tower_http::services::ServeDir::new(dir));
+            let root = Arc::new(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()));
+            let ui = Router::new()
+                .fallback_service(tower_http::services::ServeDir::new(dir))
+                .layer(middleware::from_fn_with_state(root, ui_guard));
+            routes = routes.nest_service(UI_PATH, ui);
         }
     }
     if mount == Mount::AtPrefix {
@@ -238,6 +243,31 @@ async fn push_receiver(
 /// The web renderer, relative to the prefix.
 pub const UI_PATH: &str = "/ui";
 
+/// Around `ui_dir`'s files (issue 34): a path that resolves outside the directory (a
+/// symlink pointing out of it) is a 404, and a directory's redirect to its `/` form keeps
+/// the prefix and `/ui` (the file service only sees the path below them).
+async fn ui_guard(State(root): State<Arc<PathBuf>>, req: Request, next: Next) -> Response {
+    let current = req.uri().path().to_string();
+    let decoded = percent_encoding::percent_decode_str(&current).decode_utf8_lossy().into_owned();
+    if let Ok(real) = std::fs::canonicalize(root.join(decoded.trim_start_matches('/')))
+        && !real.starts_with(root.as_path())
+    {
+        return no_route(req.method().clone(), req.uri().clone()).await;
+    }
+    let original = req.extensions().get::<OriginalUri>().map(|u| u.path().to_string()).unwrap_or_default();
+    let mounted = original.strip_suffix(current.as_str()).unwrap_or("").to_string();
+    let mut response = next.run(req).await;
+    if response.status().is_redirection()
+        && let Some(location) = response.headers().get(header::LOCATION).and_then(|v| v.to_str().ok())
+        && location.starts_with('/')
+        && !mounted.is_empty()
+        && let Ok(full) = HeaderValue::from_str(&format!("{mounted}{location}"))
+    {
+        response.headers_mut().insert(header::LOCATION, full);
+    }
+    response
+}
+
 /// 500 when the router is mounted elsewhere than its prefix, naming both paths.
 async fn mount_check(State(paths): State<Arc<(String, String)>>, req: Request, next: Next) -> Response {
     let (expected, prefix) = paths.as_ref();
@@ -316,8 +346,9 @@ impl RateLimiter {
             *entry = (now, 0);
         }
         if entry.1 >= self.per_minute {
+            // Rounded up: a client that waits exactly this long is admitted (issue 34).
             let wait = Duration::from_secs(60).saturating_sub(now.duration_since(entry.0));
-            return Err(wait.as_secs().max(1));
+            return Err(wait.as_secs_f64().ceil().max(1.0) as u64);
         }
         entry.1 += 1;
         Ok(())
@@ -325,7 +356,15 @@ impl RateLimiter {
 }
 
 /// A peer over `server.rate_limit_per_minute` is 429 with `Retry-After` (S16).
+/// `/_ready` and the card are not counted (issue 34): a load balancer's probes and a client's
+/// discovery must not take a peer's budget, nor be refused under it; both are cheap (the
+/// card is cached, readiness reads two flags and pings the store). The push receiver is
+/// counted: a refused push can cost a Temporal call, and a remote agent retries its pushes.
 async fn rate_limit(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if path == READY_PATH || path == a2a_server::CARD_PATH {
+        return next.run(req).await;
+    }
     // The peer is the TCP peer when the server gives it (or, behind a trusted proxy, the
     // client its X-Forwarded-For names); a host that mounts the router without connect info
     // shares one window among its callers. The window is this instance's (docs/deploying.md).

@@ -4,6 +4,11 @@
 //! carries `lastChunk` itself. The whole reply is returned to the workflow for the final
 //! status.
 //!
+//! A turn's first [`STREAMED_CHUNKS`] text chunks go out delta by delta; after them deltas
+//! are coalesced into chunks of [`COALESCED_BYTES`] (or whatever came within [`WATCH`] from
+//! a provider that is not instant), so no reply, however long, writes more than a few
+//! hundred events (issue 34: a 240 KB echo once wrote 200,000).
+//!
 //! Chunks are keyed `turn-<n>-chunk-<i>` (`turn-<n>-try-<a>-chunk-<i>` on the activity's
 //! attempt `a` > 1, whose output is new). A provider that starts its reply again
 //! ([`ModelEvent::Restart`]) closes the void text as a last chunk marked with the reason, and
@@ -52,6 +57,10 @@ pub(super) async fn run(
                 // on its endpoint within WATCH: dropping `deltas` drops its request. Temporal's
                 // own cancel arrives only with a heartbeat's answer.
                 ticks += 1;
+                // Coalesced text waits at most WATCH.
+                if out.coalescing() && out.flush(store, false, None).await? {
+                    let _ = ctx.record_heartbeat(out.index).await;
+                }
                 if ticks.is_multiple_of(HEARTBEAT_EVERY) {
                     let _ = ctx.record_heartbeat(out.index).await;
                 }
@@ -65,17 +74,19 @@ pub(super) async fn run(
         // A text chunk is the last one unless more text follows (a restart closes it itself).
         let last = !matches!(next, Some(ModelEvent::Text(_)));
         let restart = matches!(next, Some(ModelEvent::Restart { .. }));
-        if !restart && out.flush(store, last, None).await? {
+        // Coalesced text is held while more text comes.
+        if !restart && (last || !out.coalescing()) && out.flush(store, last, None).await? {
             let _ = ctx.record_heartbeat(out.index).await;
         }
         match next {
             Some(ModelEvent::Text(delta)) => {
                 out.reply.text.push_str(&delta);
-                out.pending = Some(delta);
+                out.pending.get_or_insert_with(String::new).push_str(&delta);
                 // An instant provider's chunk is held until the next event says whether it
                 // is the last; any other's goes to the log now (S12), and an empty last
-                // chunk closes the reply.
-                if !instant {
+                // chunk closes the reply. Coalesced text goes once it is large enough.
+                let full = out.pending.as_ref().is_some_and(|p| p.len() >= COALESCED_BYTES);
+                if if out.coalescing() { full } else { !instant } {
                     out.flush(store, false, None).await?;
                 }
             }
@@ -94,6 +105,11 @@ pub(super) async fn run(
     out.reply.chunks = out.index;
     Ok(out.reply)
 }
+
+/// Text chunks a turn streams delta by delta before it coalesces deltas.
+pub(crate) const STREAMED_CHUNKS: u32 = 128;
+/// The size a coalesced chunk waits for (or [`WATCH`], from a provider that is not instant).
+pub(crate) const COALESCED_BYTES: usize = 8 * 1024;
 
 /// How often a running turn looks whether its task ended, and heartbeats every so many.
 const WATCH: std::time::Duration = std::time::Duration::from_millis(250);
@@ -138,6 +154,11 @@ impl<'a> Output<'a> {
     fn new(turn: &'a ModelTurn, attempt: u32) -> Self {
         let key = if attempt > 1 { format!("turn-{}-try-{attempt}", turn.turn) } else { format!("turn-{}", turn.turn) };
         Self { turn, reply: ModelReply::default(), pending: None, index: 0, fresh_from: 0, open: false, own: 0, key }
+    }
+
+    /// Past [`STREAMED_CHUNKS`], deltas are coalesced.
+    fn coalescing(&self) -> bool {
+        self.index >= STREAMED_CHUNKS
     }
 
     /// Appends the held-back chunk, if any (`last`: it ends the reply text); true if it did.

@@ -285,6 +285,7 @@ impl HarnessHandler {
                     last_seq: row.last_seq,
                     task_queue: row.task_queue.clone(),
                     rewrites: 0,
+                    rewrote_from: 0,
                 };
                 (Some(head), Some(row.task))
             }

@@ -56,6 +56,8 @@ pub(crate) struct TaskSettings {
     pub max_message_bytes: usize,
     /// `agent.max_message_parts`.
     pub max_message_parts: usize,
+    /// `push.max_configs_per_task`.
+    pub max_push_configs: usize,
     /// `agent.answer_window`: what an answer to one message carries of a long task.
     pub answer_window: u32,
     /// When a task's run continues as new (`agent.run_max_*`).

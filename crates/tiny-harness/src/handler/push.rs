@@ -113,12 +113,23 @@ impl HarnessHandler {
         Ok(SealedPush { sealed: pusher.key().seal(&secret), config, named })
     }
 
-    /// Stores a sealed config on `task_id`.
+    /// Stores a sealed config on `task_id`: a new one only while the task has fewer than
+    /// `push.max_configs_per_task`.
     pub(super) async fn put_push_config(
         &self,
         task_id: &str,
         SealedPush { mut config, sealed, .. }: SealedPush,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
+        let configs = self.store.push_configs(task_id).await.map_err(store_error)?;
+        let most = self.settings.max_push_configs;
+        if configs.len() >= most && !configs.iter().any(|c| c.config_id == config.id) {
+            return Err(A2AError::invalid_params(format!(
+                "invalid params: task {task_id} has {} push notification configs; a task has at most {most} \
+                 (`push.max_configs_per_task`): delete one first",
+                configs.len()
+            ))
+            .with("field", "taskPushNotificationConfig"));
+        }
         config.task_id = task_id.to_string();
         let row =
             PushRow { task_id: task_id.to_string(), config_id: config.id.clone(), url: config.url.clone(), sealed };

@@ -64,6 +64,20 @@ fn answers(e: &StreamResponse, id: &str) -> bool {
         .any(|mark| harness_workflow::marked_reply_to(mark) == Some(id))
 }
 
+/// The SSE id of the event at `seq` of a log cut back `epoch` times (issue 34): the seq
+/// alone while the log was never cut (what every client saw before), `<seq>.<epoch>` after,
+/// so a `Last-Event-ID` says which bodies its sender holds.
+pub(super) fn event_id(seq: i64, epoch: i64) -> String {
+    if epoch == 0 { seq.to_string() } else { format!("{seq}.{epoch}") }
+}
+
+/// The seq and epoch of an id [`event_id`] made; `None` for anything else.
+pub(super) fn parse_event_id(text: &str) -> Option<(i64, i64)> {
+    let (seq, epoch) = text.split_once('.').unwrap_or((text, "0"));
+    let number = |n: &str| n.parse::<i64>().ok().filter(|n| *n >= 0);
+    Some((number(seq)?, number(epoch)?))
+}
+
 impl HarnessHandler {
     /// Reads the log of a task from `after`, in order, until `stop` (D1).
     pub fn log_stream(&self, task_id: String, after: i64, stop: StopAt) -> EventStream {
@@ -74,10 +88,22 @@ impl HarnessHandler {
             let mut wake = store.notifier().subscribe(&task_id);
             let mut rewrites = wake.borrow().rewrites;
             let mut cursor = after;
+            // The log's epoch (how often it was cut back), which every event's id carries.
+            let epoch_of = |store: harness_store::Store, task_id: String| async move {
+                store.task_head(&task_id).await.map(|h| h.map_or(0, |h| h.rewrites))
+            };
+            let mut epoch = match epoch_of(store.clone(), task_id.clone()).await {
+                Ok(e) => e,
+                Err(e) => {
+                    yield Err(store_error(e));
+                    return;
+                }
+            };
             loop {
                 let now = *wake.borrow();
                 if now.rewrites != rewrites {
                     rewrites = now.rewrites;
+                    epoch = epoch_of(store.clone(), task_id.clone()).await.unwrap_or(epoch + 1);
                     if now.rewound_from <= cursor {
                         // What this stream delivered from that seq on was written by a workflow
                         // task that never committed; going on would leave a hole.
@@ -105,7 +131,7 @@ impl HarnessHandler {
                 for logged in batch {
                     cursor = logged.seq;
                     let end = stop.reached(&logged.event);
-                    yield Ok(StreamItem::Event { seq: Some(logged.seq), event: logged.event });
+                    yield Ok(StreamItem::Event { id: Some(event_id(logged.seq, epoch)), event: logged.event });
                     if end {
                         return;
                     }

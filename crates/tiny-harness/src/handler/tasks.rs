@@ -207,13 +207,14 @@ fn sub_tasks_of(metadata: Option<&a2a_types::Struct>) -> Vec<(String, String)> {
 
 /// The `Last-Event-ID` a reconnecting client sent (the SSE `id` of the last event it got, a
 /// seq of the task's log), on either binding; a value that is no seq is refused naming it.
-fn last_event_id(ctx: &CallContext) -> Result<Option<i64>, A2AError> {
+fn last_event_id(ctx: &CallContext) -> Result<Option<(i64, i64)>, A2AError> {
     let Some(value) = ctx.headers.get("last-event-id") else { return Ok(None) };
     let text = value.to_str().unwrap_or_default().trim();
-    match text.parse::<i64>() {
-        Ok(seq) if seq >= 0 => Ok(Some(seq)),
-        _ => Err(A2AError::invalid_params(format!(
-            "Last-Event-ID `{text}` is not an event id of this server (the `id` of an event it sent: a number)"
+    match super::stream::parse_event_id(text) {
+        Some(id) => Ok(Some(id)),
+        None => Err(A2AError::invalid_params(format!(
+            "Last-Event-ID `{text}` is not an event id of this server (the `id` of an event it sent: a number, with \
+             `.<epoch>` after a crash rewrote the log)"
         ))
         .with("field", "Last-Event-ID")),
     }
@@ -224,9 +225,25 @@ impl HarnessHandler {
     /// follow it in the log, on any instance, until a terminal one; a task that ended is
     /// resumable until its last event was delivered. The response starts at once (an SSE
     /// comment) when nothing follows yet.
-    async fn resume(&self, task_id: String, after: i64) -> Result<EventStream, A2AError> {
+    async fn resume(&self, task_id: String, (after, epoch): (i64, i64)) -> Result<EventStream, A2AError> {
         let head = self.store.task_head(&task_id).await.map_err(store_error)?;
         let Some(head) = head else { return Err(A2AError::task_not_found(&task_id)) };
+        // Issue 34: ids from before a cut may name events whose bodies were rewritten. One cut
+        // since the id: only ids at or past where it started; more: any (only the newest
+        // cut's start is kept). Such a resume would skip what the client never saw.
+        let rewritten = epoch < head.rewrites && (head.rewrites - epoch > 1 || after >= head.rewrote_from);
+        if epoch > head.rewrites || rewritten {
+            let why = if rewritten {
+                "names an event a crash rewrote since it was sent (the log was cut back and written again from \
+                 there): subscribe again without it to read the log from the start"
+            } else {
+                "is not an event id of this task's log"
+            };
+            let id = super::stream::event_id(after, epoch);
+            return Err(A2AError::invalid_params(format!("Last-Event-ID `{id}` {why}"))
+                .with("field", "Last-Event-ID")
+                .with("taskId", &task_id));
+        }
         if after > head.last_seq && !head.state.is_terminal() {
             return Err(A2AError::invalid_params(format!(
                 "Last-Event-ID {after} is past the end of task {task_id}'s log (its newest event is {})",
