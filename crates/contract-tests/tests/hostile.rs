@@ -243,3 +243,105 @@ async fn a_resume_into_a_rewritten_range_is_refused_and_ids_after_a_rewrite_carr
     assert_eq!(first["task"]["id"], task.as_str());
     assert_eq!(again.last_id.as_deref(), Some("1.1"), "ids after a cut carry the epoch");
 }
+
+/// The address (`host:port`) of a harness's base URL.
+fn address(h: &HarnessProcess) -> String {
+    h.base_url.trim_start_matches("http://").to_string()
+}
+
+/// Whether the server closes `tcp` within `secs` (EOF or a reset), reading whatever it sends.
+async fn closed_within(tcp: &mut tokio::net::TcpStream, secs: u64) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let read_to_end = async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(secs), read_to_end).await.is_ok()
+}
+
+/// Point 1: an idle HTTP/2 (h2c, prior knowledge) connection is closed after the idle
+/// timeout, as an idle HTTP/1 one is: idle connections cannot pile up to the cap.
+#[tokio::test]
+async fn an_idle_h2c_connection_is_closed() {
+    use tokio::io::AsyncWriteExt;
+    let h = HarnessProcess::start(HarnessOptions {
+        server_extra: "header_read_timeout_secs = 1".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(address(&h)).await.unwrap();
+    // The client preface and an empty SETTINGS frame: a live HTTP/2 connection, no request.
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    tcp.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+    assert!(closed_within(&mut tcp, 15).await, "an idle h2c connection was left open");
+    // The server still serves.
+    assert_eq!(reqwest::get(format!("{}/_ready", h.base_url)).await.unwrap().status(), 200);
+}
+
+/// Point 1: a request body that trickles in (a byte every 300 ms, never idle long enough
+/// for the read timeout) is cut at `server.body_deadline_secs` with 408.
+#[tokio::test]
+async fn a_body_that_trickles_in_is_cut_at_the_body_deadline() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = HarnessProcess::start(HarnessOptions {
+        server_extra: "body_deadline_secs = 2\nbody_read_timeout_secs = 30".into(),
+        ..Default::default()
+    })
+    .await;
+    let tcp = tokio::net::TcpStream::connect(address(&h)).await.unwrap();
+    let (mut read, mut write) = tcp.into_split();
+    let head = "POST /a2a/jsonrpc HTTP/1.1\r\nHost: h\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\n\
+                Content-Length: 1000\r\n\r\n";
+    write.write_all(head.as_bytes()).await.unwrap();
+    let trickle = tokio::spawn(async move {
+        for _ in 0..1000 {
+            if write.write_all(b" ").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+    });
+    let mut answer = vec![0u8; 1024];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(30), read.read(&mut answer))
+        .await
+        .expect("an answer long before the body would have been whole (300 s)")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("server.body_deadline_secs"), "{answer}");
+    trickle.abort();
+}
+
+/// Point 1: one client address holds at most `server.max_connections_per_client`; more are
+/// closed at once, and another client's `/_ready` is answered meanwhile.
+#[tokio::test]
+async fn one_client_cannot_take_every_connection_and_readiness_answers_others() {
+    let h = HarnessProcess::start(HarnessOptions {
+        server_extra: "max_connections = 16\nmax_connections_per_client = 4\nheader_read_timeout_secs = 30".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        held.push(tokio::net::TcpStream::connect(address(&h)).await.unwrap());
+    }
+    let mut closed = 0;
+    for tcp in held.iter_mut() {
+        if closed_within(tcp, 1).await {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 16, "at most 4 connections kept from one address: {closed} of 20 closed");
+    // Another address (127.0.0.2 is loopback too) is served while 127.0.0.1 holds its 4.
+    let other = reqwest::Client::builder().local_address(std::net::IpAddr::from([127, 0, 0, 2])).build().unwrap();
+    for _ in 0..3 {
+        let r = other.get(format!("{}/_ready", h.base_url)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    drop(held);
+}

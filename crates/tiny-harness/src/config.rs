@@ -92,6 +92,12 @@ pub struct ServerSection {
     pub monitor_interval_secs: u64,
     /// Connections served at once by `serve`/`dev`; more wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections one client address may hold at once (issue 34; 0: no cap); a trusted
+    /// proxy's are not capped. One more is closed at once.
+    pub max_connections_per_client: usize,
+    /// A request body must arrive whole within this many seconds however it trickles
+    /// (issue 34): past it, 408.
+    pub body_deadline_secs: u64,
     /// A connection that has not sent a whole request head this long after it opened (or
     /// after its previous response: an idle keep-alive connection too) is closed.
     pub header_read_timeout_secs: u64,
@@ -122,6 +128,8 @@ impl Default for ServerSection {
             ui_dir: None,
             monitor_interval_secs: 5,
             max_connections: 1024,
+            max_connections_per_client: 64,
+            body_deadline_secs: 60,
             header_read_timeout_secs: 30,
             body_read_timeout_secs: 30,
             delegators: Vec::new(),

@@ -430,6 +430,8 @@ impl Harness {
         let caps = crate::accept::ConnectionCaps {
             max: server.max_connections.max(1),
             header_read_timeout: Duration::from_secs(server.header_read_timeout_secs.max(1)),
+            per_client: server.max_connections_per_client,
+            proxies: self.inner.proxies.clone(),
         };
         let served = crate::accept::serve_connections(listener, app, caps, shutdown).await;
         self.stop().await;

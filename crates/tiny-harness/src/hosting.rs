@@ -149,11 +149,51 @@ fn limits(
 > + Clone {
     let max = inner.config.server.max_request_bytes;
     let read_timeout = Duration::from_secs(inner.config.server.body_read_timeout_secs.max(1));
+    let deadline = Duration::from_secs(inner.config.server.body_deadline_secs.max(1));
     ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(inner, rate_limit))
         .map_response(move |r: axum::http::Response<_>| too_large_as_status(r.map(axum::body::Body::new), max))
         .layer(RequestBodyLimitLayer::new(max))
         .layer(RequestBodyTimeoutLayer::new(read_timeout))
+        .map_request(|r: axum::http::Request<_>| r.map(axum::body::Body::new))
+        .layer(middleware::from_fn_with_state(Arc::new((deadline, max)), body_deadline))
+}
+
+/// The whole request body within `server.body_deadline_secs` (issue 34): the read timeout
+/// restarts with every frame, so a body that trickles a byte at a time would hold its
+/// connection for ever. Bodies are at most `server.max_request_bytes` and every handler
+/// reads its body whole, so reading it here first costs nothing more.
+async fn body_deadline(State(limits): State<Arc<(Duration, usize)>>, req: Request, next: Next) -> Response {
+    let (deadline, max) = *limits;
+    let (parts, body) = req.into_parts();
+    let bytes = match tokio::time::timeout(deadline, axum::body::to_bytes(body, usize::MAX)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => {
+            // The body limit's error (`length limit exceeded`) somewhere in the chain.
+            let mut cause: Option<&dyn std::error::Error> = Some(&e);
+            let mut too_large = false;
+            while let Some(c) = cause {
+                too_large |= c.to_string().contains("length limit");
+                cause = c.source();
+            }
+            return if too_large {
+                too_large_as_status(StatusCode::PAYLOAD_TOO_LARGE.into_response(), max)
+            } else {
+                status_error(StatusCode::REQUEST_TIMEOUT, "DEADLINE_EXCEEDED", format!("the request body failed: {e}"))
+            };
+        }
+        Err(_) => {
+            return status_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "DEADLINE_EXCEEDED",
+                format!(
+                    "the request body did not arrive within {} s (`server.body_deadline_secs`)",
+                    deadline.as_secs()
+                ),
+            );
+        }
+    };
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
 /// The span of a request: its method and path and, once the handler knows it, the task id

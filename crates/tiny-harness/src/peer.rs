@@ -43,7 +43,7 @@ impl Range {
 }
 
 /// An IPv4 address mapped into IPv6 (`::ffff:a.b.c.d`) as IPv4.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
@@ -59,7 +59,7 @@ impl Proxies {
         entries.iter().map(|e| Range::parse(e)).collect::<Result<_, _>>().map(Self)
     }
 
-    fn trusts(&self, ip: IpAddr) -> bool {
+    pub(crate) fn trusts(&self, ip: IpAddr) -> bool {
         self.0.iter().any(|r| r.contains(ip))
     }
 
