@@ -85,8 +85,11 @@ pub(super) async fn run(
                 // An instant provider's chunk is held until the next event says whether it
                 // is the last; any other's goes to the log now (S12), and an empty last
                 // chunk closes the reply. Coalesced text goes once it is large enough.
-                let full = out.pending.as_ref().is_some_and(|p| p.len() >= COALESCED_BYTES);
-                if if out.coalescing() { full } else { !instant } {
+                let send_now = match out.coalescing() {
+                    true => out.pending.as_ref().is_some_and(|p| p.len() >= COALESCED_BYTES),
+                    false => !instant,
+                };
+                if send_now {
                     out.flush(store, false, None).await?;
                 }
             }

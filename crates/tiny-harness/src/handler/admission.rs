@@ -117,7 +117,7 @@ impl HarnessHandler {
             Step::Next(target) => target,
         };
         if let Some(push) = push
-            && let Err(error) = self.put_inline_push_config(&target.task_id, push).await
+            && let Err(error) = self.put_push_config(&target.task_id, push, true).await
         {
             let outcome = InboxOutcome::Refused(error.message.clone());
             self.store.set_inbox_outcome(request_id, outcome).await.map_err(store_error)?;
@@ -130,7 +130,7 @@ impl HarnessHandler {
     /// task the first attempt went to.
     async fn answered(&self, pending: Pending, push: Option<SealedPush>, kind: ItemKind) -> Result<Pending, Refused> {
         if let Some(push) = push {
-            self.put_inline_push_config(&pending.task_id, push).await?;
+            self.put_push_config(&pending.task_id, push, true).await?;
         }
         Ok(pending.of_kind(kind))
     }
@@ -241,7 +241,9 @@ impl HarnessHandler {
         if let Some(prior) = self.store.prior_message(&task_id, &message.message_id).await.map_err(store_error)?
             && prior.accepted()
         {
-            same_message(&prior, message, true).map_err(|e| refused(message, e))?;
+            if !same_message(&prior, message)? {
+                return Err(refused(message, reused_id(&prior, message, true)));
+            }
             if before.is_none() {
                 before = self.answer_row(&task_id, None).await?.map(|r| r.task);
             }
@@ -336,12 +338,11 @@ impl HarnessHandler {
         };
         // A retried first message: the task its first attempt opened. A refusal names that
         // task only while the sender is still on it.
-        let on_it = self.store.participant_role(&prior.task_id, sender).await.map_err(store_error)?.is_some();
-        same_message(&prior, message, on_it).map_err(|error| Refused::Audited {
-            task_id: prior.task_id.clone(),
-            message: Box::new(message.clone()),
-            error,
-        })?;
+        if !same_message(&prior, message)? {
+            let on_it = self.store.participant_role(&prior.task_id, sender).await.map_err(store_error)?.is_some();
+            let error = reused_id(&prior, message, on_it);
+            return Err(Refused::Audited { task_id: prior.task_id.clone(), message: Box::new(message.clone()), error });
+        }
         let first: Message = serde_json::from_str(&prior.body).map_err(|e| {
             A2AError::internal(format!("the audited first message of task {} is unreadable: {e}", prior.task_id))
         })?;
@@ -479,29 +480,30 @@ fn default_brief(message: &Message, reporter: Option<&str>, agent_id: &str) -> a
     metadata
 }
 
-/// A retried `messageId` must carry the message it named the first time (S5): one that
-/// names another is refused, naming the id, rather than answered with another's outcome.
-/// The refusal names the first message's task only when `name_task` (the caller is on it):
-/// no error names a task its caller is not on (issue 28).
-fn same_message(prior: &harness_store::PriorMessage, message: &Message, name_task: bool) -> Result<(), A2AError> {
+/// Whether a retried `messageId` carries the message it named the first time (S5).
+fn same_message(prior: &harness_store::PriorMessage, message: &Message) -> Result<bool, A2AError> {
     let first: Message = serde_json::from_str(&prior.body)
         .map_err(|_| A2AError::internal("an audited message of this messageId is unreadable"))?;
-    if first.parts == message.parts && first.role == message.role {
-        return Ok(());
-    }
+    Ok(first.parts == message.parts && first.role == message.role)
+}
+
+/// The refusal of a `messageId` used again for another message, rather than answering it with
+/// another's outcome. It names the first message's task only when `name_task` (the caller is
+/// on it): no error names a task its caller is not on (issue 28).
+fn reused_id(prior: &harness_store::PriorMessage, message: &Message, name_task: bool) -> A2AError {
     let id = &message.message_id;
     if !name_task {
-        return Err(A2AError::invalid_params(format!(
+        return A2AError::invalid_params(format!(
             "invalid params: messageId `{id}` was already used for another message; a new message needs a new \
              messageId"
         ))
-        .with("field", "message.messageId"));
+        .with("field", "message.messageId");
     }
-    Err(A2AError::invalid_params(format!(
+    A2AError::invalid_params(format!(
         "invalid params: messageId `{id}` was already used for another message (task {}); a new message needs a \
          new messageId",
         prior.task_id
     ))
     .with("field", "message.messageId")
-    .with("taskId", &prior.task_id))
+    .with("taskId", &prior.task_id)
 }

@@ -87,7 +87,7 @@ impl HarnessHandler {
         config: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
         let sealed = self.seal_push_config(config)?;
-        self.put_push_config(task_id, sealed).await
+        self.put_push_config(task_id, sealed, false).await
     }
 
     /// Validates and seals a push config, before anything is written: a bad one writes
@@ -114,13 +114,23 @@ impl HarnessHandler {
     }
 
     /// Stores a sealed config on `task_id`: a new one only while the task has fewer than
-    /// `push.max_configs_per_task`.
+    /// `push.max_configs_per_task`. `inline` (a message's `configuration`): one without an
+    /// id replaces the task's config with the same URL rather than adding another, so a
+    /// client that sends its webhook with every message, or retries a message, has one
+    /// config, not one per message (docs/event-log.md).
     pub(super) async fn put_push_config(
         &self,
         task_id: &str,
-        SealedPush { mut config, sealed, .. }: SealedPush,
+        SealedPush { mut config, sealed, named }: SealedPush,
+        inline: bool,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
         let configs = self.store.push_configs(task_id).await.map_err(store_error)?;
+        if inline
+            && !named
+            && let Some(same) = configs.iter().find(|c| c.url == config.url)
+        {
+            config.id = same.config_id.clone();
+        }
         let most = self.settings.max_push_configs;
         if configs.len() >= most && !configs.iter().any(|c| c.config_id == config.id) {
             return Err(A2AError::invalid_params(format!(
@@ -135,20 +145,6 @@ impl HarnessHandler {
             PushRow { task_id: task_id.to_string(), config_id: config.id.clone(), url: config.url.clone(), sealed };
         self.store.put_push_config(&row).await.map_err(store_error)?;
         Ok(config)
-    }
-
-    /// A message's inline push config (`configuration.taskPushNotificationConfig`) on the
-    /// task the message went to. One without an id replaces the task's config with the same
-    /// URL rather than adding another: a client that sends its webhook with every message, or
-    /// retries a message, has one config, not one per message (docs/event-log.md).
-    pub(super) async fn put_inline_push_config(&self, task_id: &str, mut push: SealedPush) -> Result<(), A2AError> {
-        if !push.named {
-            let configs = self.store.push_configs(task_id).await.map_err(store_error)?;
-            if let Some(same) = configs.into_iter().find(|c| c.url == push.config.url) {
-                push.config.id = same.config_id;
-            }
-        }
-        self.put_push_config(task_id, push).await.map(|_| ())
     }
 
     /// A stored push config in the clear.
