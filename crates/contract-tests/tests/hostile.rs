@@ -345,3 +345,36 @@ async fn one_client_cannot_take_every_connection_and_readiness_answers_others() 
     }
     drop(held);
 }
+
+/// Point 5: the push receiver's refusals are one answer at one moment. No token (answered at
+/// once before), an id that names no stand-in (a store read) and a real task with a wrong
+/// token (a Temporal call) each answer 401 with the same body, none before the floor.
+#[tokio::test]
+async fn every_push_receiver_refusal_is_the_same_answer_and_none_comes_before_the_floor() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let task = h.client().send(user_text("hi"), json!({})).await["result"]["task"]["id"].as_str().unwrap().to_string();
+    let event =
+        json!({"statusUpdate": {"taskId": "remote", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}});
+    let http = reqwest::Client::new();
+    let floor = tiny_harness::PUSH_REFUSAL_FLOOR;
+    let mut bodies = std::collections::BTreeSet::new();
+    for (what, id, token) in [
+        ("no token", task.as_str(), None),
+        ("no stand-in", "no-such-task", Some("t")),
+        ("wrong token", task.as_str(), Some("t")),
+    ] {
+        for _ in 0..3 {
+            let mut r = http.post(format!("{}/a2a/push/{id}", h.base_url)).body(event.to_string());
+            if let Some(token) = token {
+                r = r.header("X-A2A-Notification-Token", token);
+            }
+            let started = std::time::Instant::now();
+            let r = r.send().await.unwrap();
+            let took = started.elapsed();
+            assert_eq!(r.status(), 401, "{what}");
+            bodies.insert(r.text().await.unwrap());
+            assert!(took >= floor, "{what}: answered after {took:?}, before the floor {floor:?}");
+        }
+    }
+    assert_eq!(bodies.len(), 1, "one body for every refusal: {bodies:?}");
+}

@@ -268,17 +268,32 @@ async fn push_receiver(
             "the body is not an A2A StreamResponse".into(),
         );
     };
-    let refused = || status_error(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", "push refused".into());
+    // Every refusal answers at the same moment (issue 34): no token (at once), an id that is
+    // no stand-in (a store read) and a wrong token (a Temporal call) cannot be told apart by
+    // how long they take, as long as none takes longer than the floor.
+    let floor = tokio::time::Instant::now() + PUSH_REFUSAL_FLOOR;
+    let refused = || async move {
+        tokio::time::sleep_until(floor).await;
+        status_error(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", "push refused".into())
+    };
     let token = headers.get("x-a2a-notification-token").and_then(|v| v.to_str().ok()).filter(|t| !t.is_empty());
-    let (Some(token), Some(handler)) = (token, inner.handler.get()) else { return refused() };
+    let (Some(token), Some(handler)) = (token, inner.handler.get()) else { return refused().await };
     // S19: a stand-in on another agent's queue is not ours to wake.
     if !matches!(handler.owned(&task_id).await, Ok(true)) {
-        return refused();
+        return refused().await;
     }
     let push =
         harness_workflow::RemotePush { token_digest: harness_workflow::activities::remote::digest(token), event };
-    if handler.temporal.remote_push(&task_id, push).await { StatusCode::NO_CONTENT.into_response() } else { refused() }
+    if handler.temporal.remote_push(&task_id, push).await {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        refused().await
+    }
 }
+
+/// The moment every refusal of the push receiver waits for, from the request's start: past
+/// the slowest refusal (a Temporal update's round trip) on a healthy deployment.
+pub const PUSH_REFUSAL_FLOOR: Duration = Duration::from_millis(150);
 
 /// The web renderer, relative to the prefix.
 pub const UI_PATH: &str = "/ui";

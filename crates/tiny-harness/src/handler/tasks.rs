@@ -9,6 +9,7 @@ use a2a_types::{
     A2AError, CancelTaskRequest, ErrorKind, GetTaskRequest, SubscribeToTaskRequest, Task, TaskState, validate,
 };
 use futures::StreamExt;
+use harness_store::TaskRow;
 use harness_workflow::terminal_refusal;
 
 impl HarnessHandler {
@@ -141,17 +142,22 @@ impl HarnessHandler {
     /// GetTask's fields come from"): the store is at most one event behind the workflow,
     /// and the messages it accepted that no event stored yet come from their audit rows.
     async fn current_task(&self, task_id: &str, history_length: Option<i32>) -> Result<Task, A2AError> {
-        let Some(row) = self.row(task_id, history_length).await? else {
-            // Accepted, and its workflow has not stored the opening Task yet.
-            let history = self.store.unstored_messages(task_id).await.map_err(store_error)?;
-            let first = history.first().ok_or_else(|| A2AError::task_not_found(task_id))?;
-            return Ok(Task {
-                id: task_id.to_string(),
-                context_id: first.context_id.clone(),
-                status: a2a_types::TaskStatus { state: TaskState::Submitted, message: None, timestamp: None },
-                history,
-                ..Default::default()
-            });
+        let row = match self.row(task_id, history_length).await? {
+            Some(row) => row,
+            None => {
+                // Accepted, and its workflow has not stored the opening Task yet.
+                let history = self.store.unstored_messages(task_id).await.map_err(store_error)?;
+                if let Some(first) = history.first() {
+                    return Ok(Task {
+                        id: task_id.to_string(),
+                        context_id: first.context_id.clone(),
+                        status: a2a_types::TaskStatus { state: TaskState::Submitted, message: None, timestamp: None },
+                        history,
+                        ..Default::default()
+                    });
+                }
+                self.first_row(task_id, history_length).await?
+            }
         };
         let mut task = row.task;
         task.metadata = current_metadata(task.metadata.take(), row.status_md.as_ref());
@@ -161,6 +167,31 @@ impl HarnessHandler {
             task.history.extend(self.store.unstored_messages(task_id).await.map_err(store_error)?);
         }
         Ok(task.with_history_length(history_length))
+    }
+}
+
+/// How long a read waits for the first event of a task Temporal runs on this queue.
+const FIRST_EVENT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl HarnessHandler {
+    /// The row of a task whose workflow runs on this queue (the caller's access check found
+    /// it in Temporal) but has no stored event yet and took no message through the inbox: a
+    /// stand-in a moment after `/delegate` named it. Its first event is waited for, briefly
+    /// (woken by its append, on any instance with Postgres); not found after that.
+    async fn first_row(&self, task_id: &str, history_length: Option<i32>) -> Result<TaskRow, A2AError> {
+        let mut wake = self.store.notifier().subscribe(task_id);
+        let deadline = tokio::time::Instant::now() + FIRST_EVENT_WAIT;
+        loop {
+            if let Some(row) = self.row(task_id, history_length).await? {
+                return Ok(row);
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(A2AError::task_not_found(task_id));
+            }
+            let pause = (deadline - now).min(std::time::Duration::from_millis(100));
+            let _ = tokio::time::timeout(pause, wake.changed()).await;
+        }
     }
 }
 
