@@ -498,7 +498,7 @@ def test_subscribe_to_a_terminal_task_is_unsupported(binding):
 # ----- push configs -------------------------------------------------------------------
 
 
-def test_push_config_create_get_list_delete_round_trip_in_the_clear(binding):
+def test_push_config_create_get_list_delete_round_trip_with_write_only_secrets(binding):
     async def go():
         c = await client(binding)
         task = await send(c, message("tck-input-required"))
@@ -514,13 +514,17 @@ def test_push_config_create_get_list_delete_round_trip_in_the_clear(binding):
         got = await c.get_task_push_notification_config(
             GetTaskPushNotificationConfigRequest(task_id=task.id, id=created.id)
         )
-        assert (got.url, got.token, got.authentication.credentials) == (
+        # Issue 34: the token and credentials are write-only; the URL and scheme read back.
+        assert (got.url, got.token, got.authentication.scheme, got.authentication.credentials) == (
             "https://hooks.example.com/a2a",
-            "tok-secret",
-            "cred-secret",
+            "",
+            "Bearer",
+            "",
         )
+        assert not created.token
         listed = await c.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task.id))
         assert [x.id for x in listed.configs] == [created.id]
+        assert all(not x.token for x in listed.configs)
         delete = DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=created.id)
         await c.delete_task_push_notification_config(delete)
         await c.delete_task_push_notification_config(delete)  # idempotent

@@ -234,6 +234,8 @@ async fn with_the_push_route_off_a_sub_task_is_followed_by_subscribing() {
 }
 
 /// The push config the stand-in registered on the remote task: (remote task id, token).
+/// No A2A call returns the token (issue 34: write-only); it is opened from the remote's
+/// store with the test push key, as only its delivery does.
 async fn registered(b: &HarnessProcess, a: &HarnessProcess, sub: &str) -> (String, String) {
     let stand_in = wait_for(&a.base_url, sub, "the remote task's id on the stand-in", 30, |t| {
         t["metadata"][format!("{NS}/sub_task")]["task_id"].is_string()
@@ -241,7 +243,12 @@ async fn registered(b: &HarnessProcess, a: &HarnessProcess, sub: &str) -> (Strin
     .await;
     let remote = stand_in["metadata"][format!("{NS}/sub_task")]["task_id"].as_str().unwrap().to_string();
     let configs = push_configs(b, &remote).await;
-    let token = configs[0]["token"].as_str().expect("a token").to_string();
+    assert_eq!(configs.len(), 1, "{configs:?}");
+    assert!(configs[0].get("token").is_none(), "a token is never returned: {configs:?}");
+    let rows = b.store().await.push_configs(&remote).await.unwrap();
+    let key = harness_push::PushKey::from_base64(contract_tests::TEST_PUSH_KEY, "the test key").unwrap();
+    let token = key.open(&rows[0].sealed).expect("the remote's config opens with its key").token;
+    assert!(!token.is_empty(), "the stand-in registered a token");
     (remote, token)
 }
 

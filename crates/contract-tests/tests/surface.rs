@@ -137,7 +137,8 @@ async fn tenant_prefixed_rest_routes_serve_the_task_verbs() {
     assert_eq!(created.status, 200, "{:?}", created.body);
     let config_id = created.body["id"].as_str().unwrap().to_string();
     let one = c.rest(Method::GET, &format!("/acme/tasks/{id}/pushNotificationConfigs/{config_id}"), None).await;
-    assert_eq!(one.body["token"], "t");
+    assert_eq!(one.body["url"], "https://hooks.example.com/x");
+    assert!(one.body.get("token").is_none(), "a token is write-only: {:?}", one.body);
     let deleted = c.rest(Method::DELETE, &format!("/acme/tasks/{id}/pushNotificationConfigs/{config_id}"), None).await;
     assert_eq!((deleted.status, &deleted.body), (200, &json!({})));
 
@@ -209,7 +210,7 @@ async fn list_tasks_refuses_bad_values_naming_them() {
 }
 
 #[tokio::test]
-async fn push_tokens_and_credentials_are_encrypted_at_rest_and_read_back_in_the_clear() {
+async fn push_tokens_and_credentials_are_encrypted_at_rest_and_never_read_back() {
     let h = HarnessProcess::start(HarnessOptions { lifecycle: "one-shot", ..Default::default() }).await;
     let c = h.client();
     let task = c.send(user_text("hi"), json!({})).await;
@@ -218,9 +219,17 @@ async fn push_tokens_and_credentials_are_encrypted_at_rest_and_read_back_in_the_
                         "authentication": {"scheme": "Bearer", "credentials": "cred-plain-9c1d"}});
     let created = c.rpc("CreateTaskPushNotificationConfig", config).await;
     let config_id = created["result"]["id"].as_str().unwrap().to_string();
+    // Issue 34: write-only. No answer carries the token or the credentials; the scheme shows.
     let got = c.rpc("GetTaskPushNotificationConfig", json!({"taskId": id, "id": config_id})).await;
-    assert_eq!(got["result"]["token"], "tok-plain-7f3a");
-    assert_eq!(got["result"]["authentication"]["credentials"], "cred-plain-9c1d");
+    let listed = c.rpc("ListTaskPushNotificationConfigs", json!({"taskId": id})).await;
+    let rest = c.rest(Method::GET, &format!("/tasks/{id}/pushNotificationConfigs"), None).await.body;
+    assert_eq!(got["result"]["authentication"]["scheme"], "Bearer", "{got}");
+    assert_eq!(got["result"]["url"], "https://hooks.example.com/a2a", "{got}");
+    for answer in [&created, &got, &listed, &rest] {
+        let text = answer.to_string();
+        assert!(!text.contains("tok-plain-7f3a") && !text.contains("cred-plain-9c1d"), "a secret was read: {text}");
+    }
+    // (A delivery still opens them: pushes carry the token and credentials, tested below.)
 
     let mut bytes = Vec::new();
     for entry in std::fs::read_dir(h.data_dir.path()).unwrap() {

@@ -37,7 +37,7 @@ impl HarnessHandler {
         validate::task_id(&req.task_id, "taskId")?;
         self.push_access(ctx, &req.task_id).await?;
         let task_id = req.task_id.clone();
-        self.store_push_config(&task_id, req).await
+        Ok(write_only(self.store_push_config(&task_id, req).await?))
     }
 
     pub(super) async fn get_push(
@@ -147,17 +147,31 @@ impl HarnessHandler {
         Ok(config)
     }
 
-    /// A stored push config in the clear.
+    /// A stored push config as a reader sees it: its secrets opened only to tell the
+    /// authentication scheme, never returned ([`write_only`]).
     fn open_push_config(&self, row: PushRow) -> Result<TaskPushNotificationConfig, A2AError> {
         let pusher = self.pusher.as_ref().ok_or_else(|| A2AError::internal("push is off"))?;
         let secret = pusher.key().open(&row.sealed).map_err(|e| A2AError::internal(e.to_string()))?;
-        Ok(TaskPushNotificationConfig {
+        Ok(write_only(TaskPushNotificationConfig {
             id: row.config_id,
             task_id: row.task_id,
             url: row.url,
             token: secret.token,
             authentication: secret.authentication,
             ..Default::default()
-        })
+        }))
     }
+}
+
+/// A push config's token and credentials are write-only (issue 34): Create, Get and List
+/// answer with its id, task, URL and authentication scheme, never a secret. Whoever may read
+/// a task's configs (any participant, or anyone under D4) could otherwise forge pushes to
+/// the webhook, or to a delegating harness's receiver. A client that lost its token deletes
+/// the config and creates another.
+fn write_only(mut config: TaskPushNotificationConfig) -> TaskPushNotificationConfig {
+    config.token.clear();
+    if let Some(auth) = config.authentication.as_mut() {
+        auth.credentials.clear();
+    }
+    config
 }
