@@ -74,6 +74,35 @@ pub struct Operation {
     pub(crate) call: Call,
 }
 
+impl Operation {
+    /// The operation a JSON-RPC method names.
+    pub fn named(method: &str) -> Option<&'static Operation> {
+        by_method(method)
+    }
+
+    /// A client's request line for this operation on the HTTP+JSON binding: its first
+    /// route's HTTP method and path, each `{name}` filled from `params` (a string field,
+    /// percent-encoded as one segment). `None` when a named field is missing.
+    pub fn rest_request(&self, params: &Value) -> Option<(&'static str, String)> {
+        let (verb, route) = *self.rest.first()?;
+        let mut path = String::with_capacity(route.len() + 32);
+        let mut rest = route;
+        while let Some(open) = rest.find('{') {
+            let close = open + rest[open..].find('}')?;
+            path.push_str(&rest[..open]);
+            let field = params.get(&rest[open + 1..close])?.as_str()?;
+            path.extend(percent_encoding::utf8_percent_encode(field, SEGMENT));
+            rest = &rest[close + 1..];
+        }
+        path.push_str(rest);
+        Some((verb, path))
+    }
+}
+
+/// What a path segment escapes: everything but RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
 fn value<T: serde::Serialize>(v: T) -> Result<Reply, A2AError> {
     serde_json::to_value(v).map(Reply::Value).map_err(|e| A2AError::internal(e.to_string()))
 }
@@ -186,4 +215,24 @@ pub static OPERATIONS: &[Operation] = &[
 /// The operation a JSON-RPC method names.
 pub(crate) fn by_method(method: &str) -> Option<&'static Operation> {
     OPERATIONS.iter().find(|op| op.method == method)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The remote A2A client builds its REST requests from this table (issue 29): a field
+    /// fills its placeholder as one escaped segment, a missing field builds nothing.
+    #[test]
+    fn a_rest_request_fills_the_route_from_the_params() {
+        let get = Operation::named("GetTask").unwrap();
+        assert_eq!(get.rest_request(&serde_json::json!({"id": "t 1/x"})), Some(("GET", "/tasks/t%201%2Fx".into())));
+        let cancel = Operation::named("CancelTask").unwrap();
+        assert_eq!(cancel.rest_request(&serde_json::json!({"id": "abc"})), Some(("POST", "/tasks/abc:cancel".into())));
+        let send = Operation::named("SendMessage").unwrap();
+        assert_eq!(send.rest_request(&serde_json::json!({})), Some(("POST", "/message:send".into())));
+        let push = Operation::named("GetTaskPushNotificationConfig").unwrap();
+        assert_eq!(push.rest_request(&serde_json::json!({"taskId": "t"})), None, "`id` is missing");
+        assert!(Operation::named("NoSuchMethod").is_none());
+    }
 }

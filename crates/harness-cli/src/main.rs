@@ -64,7 +64,7 @@ fn load(args: &RunArgs, force_embedded: bool) -> Result<Config, ConfigError> {
             Some(("openai", id)) => {
                 // OPENAI_BASE_URL and OPENAI_API_KEY, as the official SDKs read them.
                 let section = tiny_harness::config::OpenAiSection::from_env(id);
-                config.models.openai.insert("openai".into(), section);
+                config.models.named.insert("openai".into(), section.to_table());
                 config.agent.model = "openai".into();
             }
             Some(("scripted", file)) => {

@@ -1,21 +1,18 @@
-//! The durable core: `TaskWorkflow` (one per task, id = task id), its inbox, the
-//! activities it calls (`emit_event`, `call_model`), the model providers (D6) and the
-//! redaction applied to every message before it reaches the workflow (S4).
+//! The durable core: `TaskWorkflow` (one per task, id = task id), its inbox, its state
+//! and its turn, and the types that cross the workflow's boundary (inputs, receipts, what
+//! each activity takes and answers). What the activities run (model providers, commands,
+//! the remote A2A client, redaction) lives in harness-agent; [`activity`] names them.
 //!
 //! Owns: every decision about a task's lifecycle (D5), in deterministic workflow code.
-//! Must never: do I/O from workflow code (activities do), use tokio primitives inside the
-//! workflow (TEMPORAL-RUST.md item 7), or rename a workflow, update, query, signal or
-//! activity name (recorded histories would stop replaying).
+//! Must never: do I/O (activities do), use tokio (TEMPORAL-RUST.md item 7), or rename a
+//! workflow, update, query, signal or activity name (recorded histories would stop
+//! replaying).
 
-pub mod activities;
-pub mod commands;
-pub mod models;
-pub mod redaction;
+pub mod activity;
 mod refusal;
 mod types;
 mod workflow;
 
-pub use activities::Activities;
 pub use refusal::{REFUSAL_FAILURE_TYPE, Refusal, RefusalError, RefusalKind, terminal_refusal};
 pub use types::*;
 pub use workflow::{TaskWorkflow, sub_task_ext_key};
@@ -88,6 +85,12 @@ pub fn marked_reply_to(mark: &serde_json::Value) -> Option<&str> {
 /// message that carried it, and `{"kind": ..}` on the status update that records it.
 pub fn event_ext_key() -> String {
     format!("{EXT_NS}/event")
+}
+
+/// `/delegate`'s arguments: the agent id, then the brief (trimmed).
+pub fn delegate_args(args: &str) -> (&str, &str) {
+    let (agent, brief) = args.trim().split_once(char::is_whitespace).unwrap_or((args.trim(), ""));
+    (agent, brief.trim())
 }
 
 /// Substate of a conversation between turns (D5).

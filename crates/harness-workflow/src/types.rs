@@ -142,12 +142,12 @@ pub struct InboxItem {
     pub request_id: String,
     pub message: Message,
     /// The turn on this message goes to its final state without WORKING: the provider said
-    /// so when the message was admitted ([`crate::models::ModelProvider::shows_working`]),
+    /// so when the message was admitted (`ModelProvider::shows_working` (harness-agent)),
     /// and it travels with the message, so a replay decides the same.
     #[serde(default, skip_serializing_if = "is_false")]
     pub skip_working: bool,
     /// The turn on this message is a direct reply
-    /// ([`crate::models::ModelProvider::replies_directly`]): the task completes after it,
+    /// (`ModelProvider::replies_directly`, harness-agent): the task completes after it,
     /// whatever the lifecycle, since its client was answered with a Message and tracks no task.
     #[serde(default, skip_serializing_if = "is_false")]
     pub direct: bool,
@@ -186,9 +186,38 @@ pub enum ItemKind {
     BriefOnly,
 }
 
+/// Where the workflow puts an accepted item ([`ItemKind::route`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// The mailbox: it takes a turn.
+    Turn,
+    /// The waiting control: it completes the task, cutting a running turn.
+    Control,
+    /// The side queue, answered by the workflow without a turn (in order with echoes).
+    Answer,
+    /// Nowhere: the brief alone is the task (no history entry, no turn).
+    Opening,
+}
+
 impl ItemKind {
     pub fn is_message(&self) -> bool {
         *self == Self::Message
+    }
+
+    /// Where the workflow puts an item of this kind: the one place that decides it.
+    pub fn route(&self) -> Route {
+        match self {
+            Self::Message => Route::Turn,
+            Self::Control => Route::Control,
+            Self::Command { .. } | Self::TaskUpdate { .. } | Self::Record { .. } => Route::Answer,
+            Self::BriefOnly => Route::Opening,
+        }
+    }
+
+    /// Whether the item records an event someone else produced (S11): its sender is not
+    /// echoed as speaking.
+    pub fn is_record(&self) -> bool {
+        matches!(self, Self::Record { .. })
     }
 }
 
@@ -300,10 +329,10 @@ pub struct ModelReply {
     pub artifacts: Vec<a2a_types::Artifact>,
     /// How the turn ends, when the provider said so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish: Option<crate::models::Finish>,
+    pub finish: Option<Finish>,
     /// Tokens the turn used, when the provider said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::models::TokenUsage>,
+    pub usage: Option<TokenUsage>,
 }
 
 /// A participant of a task, as the task extension names it (EXTENSIONS.md, task).
@@ -368,7 +397,7 @@ pub struct MonitorRow {
     pub remote: Option<ChildRow>,
     /// Tokens the task's turns used so far, when its provider counts them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::models::TokenUsage>,
+    pub usage: Option<TokenUsage>,
 }
 
 /// What makes a `TaskWorkflow` the stand-in of a sub-task delegated to a remote A2A agent
@@ -444,6 +473,65 @@ pub struct Observation {
     pub artifacts: Vec<Artifact>,
 }
 
+impl Observation {
+    /// A remote task as an observation: its state, its status message and artifacts.
+    pub fn of(task: &Task) -> Self {
+        Observation {
+            state: task.status.state,
+            message: task.status.message.clone(),
+            artifacts: task.artifacts.clone(),
+        }
+    }
+
+    /// Whether `now` saw something this observation has not: another state, another status
+    /// message, other artifacts.
+    pub fn changed(&self, now: &Observation) -> bool {
+        now.state != self.state
+            || now.artifacts != self.artifacts
+            || now.message.as_ref().map(|m| &m.parts) != self.message.as_ref().map(|m| &m.parts)
+    }
+
+    /// Folds a stream event into what is known of the remote task. A status update carrying
+    /// a user's message (a channel's echo of what was sent) is not the agent's status.
+    pub fn fold(&mut self, event: StreamResponse) {
+        match event {
+            StreamResponse::Task(task) => *self = Observation::of(&task),
+            StreamResponse::StatusUpdate(update) => {
+                if update.status.message.as_ref().is_some_and(|m| m.role == a2a_types::Role::User) {
+                    return;
+                }
+                self.state = update.status.state;
+                if update.status.message.is_some() || update.status.state.is_final() {
+                    self.message = update.status.message;
+                }
+            }
+            StreamResponse::ArtifactUpdate(update) => {
+                let artifact = update.artifact;
+                match self.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
+                    Some(existing) if update.append => existing.parts.extend(artifact.parts),
+                    Some(existing) => *existing = artifact,
+                    None => self.artifacts.push(artifact),
+                }
+            }
+            StreamResponse::Message(m) => {
+                self.message = Some(m);
+            }
+        }
+    }
+
+    /// The text this observation answers with: its status message, else its artifacts' text.
+    pub fn answer_text(&self) -> String {
+        let text = |parts: &[a2a_types::Part]| parts.iter().filter_map(|p| p.text.clone()).collect::<Vec<_>>().join("");
+        if let Some(m) = &self.message {
+            let t = text(&m.parts);
+            if !t.is_empty() {
+                return t;
+            }
+        }
+        self.artifacts.iter().map(|a| text(&a.parts)).filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n")
+    }
+}
+
 /// What `remote_send` answers: the remote task and how it is followed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RemoteStarted {
@@ -484,4 +572,41 @@ pub struct ChildRow {
     pub state: Option<TaskState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_task_id: Option<String>,
+}
+
+/// How a turn ends when the provider says so; otherwise the task's lifecycle decides
+/// (INPUT_REQUIRED for a conversation, COMPLETED for one-shot).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finish {
+    /// COMPLETED, INPUT_REQUIRED, REJECTED or FAILED.
+    pub state: TaskState,
+    /// The final status message; the reply text when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Token usage of a turn (or, summed, of a task).
+/// camelCase on the wire (issue 28); histories and stores from before it spell the keys in
+/// snake_case, which are still read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    #[serde(alias = "prompt_tokens")]
+    pub prompt_tokens: u64,
+    #[serde(alias = "completion_tokens")]
+    pub completion_tokens: u64,
+    /// Of the completion tokens, those spent reasoning, where the endpoint says.
+    #[serde(default, alias = "reasoning_tokens")]
+    pub reasoning_tokens: u64,
+}
+
+impl TokenUsage {
+    /// This usage with `other` added.
+    pub fn plus(self, other: TokenUsage) -> TokenUsage {
+        TokenUsage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
+        }
+    }
 }

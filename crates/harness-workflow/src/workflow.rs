@@ -23,7 +23,7 @@ pub use delegate::sub_task_ext_key;
 
 use crate::{
     CancelRequest, InboxItem, ItemKind, LiveTask, LogPosition, Participant, Receipt, Refusal, RemotePush,
-    RemoteStarted, SubTask, SubTaskResult, TaskInput, status_ext_key,
+    RemoteStarted, Route, SubTask, SubTaskResult, TaskInput, status_ext_key,
 };
 use a2a_types::{Artifact, Message, Task, TaskState, TaskStatus};
 use std::collections::VecDeque;
@@ -45,16 +45,29 @@ pub struct TaskWorkflow {
     input: TaskInput,
     /// The task's head: id, context, status, metadata (no history, no artifacts).
     head: Task,
-    /// Messages accepted and not yet taken by a turn, each with its place in the history.
-    mailbox: VecDeque<(usize, InboxItem)>,
+    /// What this workflow knows of the task's log and what the next event must carry.
+    log: LogState,
+    /// What waits to be done and the turn in progress.
+    work: Work,
+    /// The `messageId`s accepted, for duplicates (S5).
+    accepted: Accepted,
+    /// What this run has added to its Temporal history (the run boundary).
+    run: RunUse,
+    /// Sub-tasks this task delegated, and what a stand-in follows (issue 19).
+    delegation: Delegation,
+}
+
+/// What the workflow knows of the task's log (D1) and what the next event carries.
+#[derive(Default)]
+struct LogState {
     /// The newest seq this workflow knows was appended.
     last_seq: i64,
     /// Counter of this workflow's own event keys (`wf-<n>`).
     next_key: u64,
-    turn: u32,
-    cancel: Option<CancelRequest>,
     /// Whether this run stores the history by row ([`HISTORY_BY_ROW`]).
     by_row: bool,
+    /// Whether this run echoes messages into the log ([`CHANNEL_ECHO`]).
+    channel: bool,
     /// How many messages of the history the store has (confirmed by an appended event).
     stored_history: usize,
     /// Messages accepted or replied and not stored yet, the first at `stored_history`: the
@@ -65,35 +78,78 @@ pub struct TaskWorkflow {
     /// The next artifact index (artifacts the store has: an artifact that replaces one by
     /// id keeps the stored one's place, so indexes may skip).
     stored_artifacts: usize,
-    /// Receipt cursors of the newest accepted messages by `messageId` (at most
-    /// [`REMEMBERED_MESSAGES`]): a message that comes again is answered with its first
-    /// receipt and runs no second turn (S5).
-    accepted: std::collections::HashMap<String, i64>,
-    accepted_order: VecDeque<String>,
-    /// A turn is running (between taking a message and its final status).
-    in_turn: bool,
-    /// What this run has added to its history: `inbox` updates, and an estimate of the
-    /// bytes (turn::RunUse).
-    run_updates: u32,
-    run_bytes: u64,
-    /// Runs before this one.
-    runs: u32,
+    /// The participants after a task envelope changed them, for the next event (S11).
+    changed_participants: Option<Vec<(String, String)>>,
+}
+
+/// What waits to be done, and the turn in progress.
+#[derive(Default)]
+struct Work {
+    /// Messages accepted and not yet taken by a turn, each with its place in the history.
+    mailbox: VecDeque<(usize, InboxItem)>,
     /// An accepted control (S8), waiting to complete the task: it cuts a running turn.
     control: Option<InboxItem>,
     /// Work that does not wait for a turn: channel echoes and commands, in order (S9, S12).
-    side: VecDeque<dispatch::Side>,
-    /// Whether this run echoes messages into the log ([`CHANNEL_ECHO`]).
-    channel: bool,
-    /// A brief alone opened the task (S22): it opens with nothing for its model.
-    brief_only: bool,
-    /// The participants after a task envelope changed them, for the next event (S11).
-    changed_participants: Option<Vec<(String, String)>>,
-    /// The sub-tasks this task delegated (issue 19), open and ended.
-    sub_tasks: Vec<SubTask>,
-    /// A stand-in's remote task, once the remote agent took the brief.
-    following: Option<RemoteStarted>,
+    side: VecDeque<Side>,
     /// Pushes for a stand-in the run loop has not folded in yet (S15).
     pushes: VecDeque<a2a_types::StreamResponse>,
+    /// An accepted cancel (S6): it cuts a running turn.
+    cancel: Option<CancelRequest>,
+    /// The number of the newest turn.
+    turn: u32,
+    /// A turn is running (between taking a message and its final status).
+    in_turn: bool,
+    /// A brief alone opened the task (S22): it opens with nothing for its model.
+    brief_only: bool,
+}
+
+/// Receipt cursors of the newest accepted messages by `messageId` (at most
+/// [`REMEMBERED_MESSAGES`]): a message that comes again is answered with its first receipt
+/// and runs no second turn (S5).
+#[derive(Default)]
+struct Accepted {
+    ids: std::collections::HashMap<String, i64>,
+    order: VecDeque<String>,
+}
+
+/// What this run has added to its history: `inbox` updates, and an estimate of the bytes
+/// ([`crate::RunLimits`]); and how many runs came before it.
+#[derive(Default)]
+struct RunUse {
+    updates: u32,
+    bytes: u64,
+    runs: u32,
+}
+
+/// The sub-tasks this task delegated (issue 19), open and ended, and, for a stand-in, the
+/// remote task it follows once the remote agent took the brief.
+#[derive(Default)]
+struct Delegation {
+    sub_tasks: Vec<SubTask>,
+    following: Option<RemoteStarted>,
+}
+
+/// What the run loop does after a step.
+#[derive(Clone, Debug, PartialEq)]
+enum Flow {
+    /// Wait for the next message (or cancel).
+    Next,
+    /// The task ended: leave the loop.
+    End,
+    /// The run's history passed its limits: continue as new with this input.
+    ContinueAsNew(Box<TaskInput>),
+}
+
+/// Work that does not wait for a turn.
+#[derive(Clone, Debug, PartialEq)]
+enum Side {
+    /// A participant's accepted message, for every subscriber to see (S12).
+    Echo { message: Message, sender: String },
+    /// A message answered without a turn: a registered slash command (S9), a task envelope
+    /// or an event envelope to record (S11).
+    Answer(Box<InboxItem>),
+    /// A sub-task's result, for the history (issue 19).
+    SubResult(crate::SubTaskResult),
 }
 
 /// How many accepted `messageId`s a run remembers for duplicates (docs/event-log.md).
@@ -118,30 +174,23 @@ impl TaskWorkflow {
         let mut wf = Self {
             input,
             head,
-            mailbox: carried.mailbox.into_iter().map(|(i, item)| (i as usize, item)).collect(),
-            last_seq: carried.last_seq,
-            next_key: carried.next_key,
-            turn: carried.turn,
-            cancel: carried.cancel,
-            by_row: false,
-            stored_history: carried.stored_history as usize,
-            pending_history: carried.pending_history,
-            pending_artifacts: Vec::new(),
-            stored_artifacts: carried.stored_artifacts as usize,
-            accepted: Default::default(),
-            accepted_order: VecDeque::new(),
-            in_turn: false,
-            run_updates: 0,
-            run_bytes: 0,
-            runs: carried.runs,
-            control: None,
-            side: VecDeque::new(),
-            channel: false,
-            brief_only: false,
-            changed_participants: None,
-            sub_tasks: carried.sub_tasks,
-            following: None,
-            pushes: VecDeque::new(),
+            log: LogState {
+                last_seq: carried.last_seq,
+                next_key: carried.next_key,
+                stored_history: carried.stored_history as usize,
+                pending_history: carried.pending_history,
+                stored_artifacts: carried.stored_artifacts as usize,
+                ..Default::default()
+            },
+            work: Work {
+                mailbox: carried.mailbox.into_iter().map(|(i, item)| (i as usize, item)).collect(),
+                turn: carried.turn,
+                cancel: carried.cancel,
+                ..Default::default()
+            },
+            accepted: Accepted::default(),
+            run: RunUse { runs: carried.runs, ..Default::default() },
+            delegation: Delegation { sub_tasks: carried.sub_tasks, following: None },
         };
         for (id, cursor) in carried.accepted {
             wf.remember(id, cursor);
@@ -157,22 +206,22 @@ impl TaskWorkflow {
         let by_row = ctx.patched(HISTORY_BY_ROW);
         let channel = ctx.patched(CHANNEL_ECHO);
         ctx.state_mut(|s| {
-            s.by_row = by_row;
-            s.channel = channel;
+            s.log.by_row = by_row;
+            s.log.channel = channel;
         });
         if ctx.state(|s| s.input.stand_in.is_some()) {
             delegate::stand_in(ctx).await?;
             return Self::linger(ctx).await;
         }
         // A continued run's task was opened by the first run.
-        if ctx.state(|s| s.runs == 0) && !turn::open(ctx).await? {
+        if ctx.state(|s| s.run.runs == 0) && !turn::open(ctx).await? {
             return Ok(ctx.state(|s| s.head.status.state));
         }
         loop {
             match turn::step(ctx).await? {
-                turn::Flow::Next => {}
-                turn::Flow::End => break,
-                turn::Flow::ContinueAsNew(input) => {
+                Flow::Next => {}
+                Flow::End => break,
+                Flow::ContinueAsNew(input) => {
                     ctx.continue_as_new(*input, Default::default())?;
                 }
             }
@@ -190,12 +239,12 @@ impl TaskWorkflow {
         _ctx: &WorkflowContextView,
         item: &InboxItem,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        if self.accepted.contains_key(&item.message.message_id) {
+        if self.accepted.ids.contains_key(&item.message.message_id) {
             // A retry of an accepted message: answered with its first receipt (S5).
             return Ok(());
         }
         let state = self.head.status.state;
-        if state.is_terminal() || self.cancel.is_some() {
+        if state.is_terminal() || self.work.cancel.is_some() {
             let state = if state.is_terminal() { state } else { TaskState::Canceled };
             return Err(Refusal::task_ended(state).into_error());
         }
@@ -224,10 +273,10 @@ impl TaskWorkflow {
     /// queued twice.
     #[update(name = "inbox")]
     pub fn inbox(&mut self, _ctx: &mut SyncWorkflowContext<Self>, item: InboxItem) -> Receipt {
-        self.run_updates += 1;
-        self.run_bytes += turn::update_bytes(&item);
-        if let Some(&cursor) = self.accepted.get(&item.message.message_id) {
-            let opened = cursor == 0 && self.last_seq == 0;
+        self.run.updates += 1;
+        self.run.bytes += turn::update_bytes(&item);
+        if let Some(&cursor) = self.accepted.ids.get(&item.message.message_id) {
+            let opened = cursor == 0 && self.log.last_seq == 0;
             return Receipt {
                 accepted: true,
                 cursor,
@@ -236,9 +285,9 @@ impl TaskWorkflow {
                 duplicate: true,
             };
         }
-        let cursor = self.last_seq;
+        let cursor = self.log.last_seq;
         self.take(item);
-        let opened = self.last_seq == 0 && self.history_len() == 1;
+        let opened = self.log.last_seq == 0 && self.history_len() == 1;
         Receipt {
             accepted: true,
             cursor,
@@ -252,7 +301,7 @@ impl TaskWorkflow {
     #[signal(name = "cancel")]
     pub fn cancel(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: CancelRequest) {
         if !self.head.status.state.is_terminal() {
-            self.cancel = Some(request);
+            self.work.cancel = Some(request);
         }
     }
 
@@ -266,9 +315,9 @@ impl TaskWorkflow {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         use subtle::ConstantTimeEq;
         let refused = || Err("push refused".into());
-        let Some(following) = &self.following else { return refused() };
+        let Some(following) = &self.delegation.following else { return refused() };
         let Some(digest) = &following.token_digest else { return refused() };
-        if self.head.status.state.is_terminal() || self.cancel.is_some() {
+        if self.head.status.state.is_terminal() || self.work.cancel.is_some() {
             return refused();
         }
         let same: bool = digest.as_bytes().ct_eq(push.token_digest.as_bytes()).into();
@@ -281,8 +330,8 @@ impl TaskWorkflow {
     /// A push for a stand-in (S15): folded into what it knows of its remote task.
     #[update(name = "remote_push")]
     pub fn remote_push(&mut self, _ctx: &mut SyncWorkflowContext<Self>, push: RemotePush) {
-        self.run_updates += 1;
-        self.pushes.push_back(push.event);
+        self.run.updates += 1;
+        self.work.pushes.push_back(push.event);
     }
 
     /// A stand-in's result (issue 19): its sub-task closes and the result is recorded.
@@ -292,7 +341,7 @@ impl TaskWorkflow {
     }
 
     /// The tokens the task's turns used so far (the head's usage metadata).
-    fn usage(&self) -> Option<crate::models::TokenUsage> {
+    fn usage(&self) -> Option<crate::TokenUsage> {
         let value = self.head.metadata.as_ref()?.get(&crate::usage_ext_key())?;
         serde_json::from_value(value.clone()).ok()
     }
@@ -301,7 +350,7 @@ impl TaskWorkflow {
     /// invariants; the harness itself never queries a workflow (issue 20).
     #[query(name = "live")]
     pub fn live(&self, _ctx: &WorkflowContextView) -> LiveTask {
-        LiveTask { task: self.live_task(), stored_history: self.stored_history as u32 }
+        LiveTask { task: self.live_task(), stored_history: self.log.stored_history as u32 }
     }
 
     /// Where the committed log ends, for an operator's `temporal workflow query`. The
@@ -317,17 +366,17 @@ impl TaskWorkflow {
     /// once the workflow task that took it has committed, with everything before it.
     #[update(name = "position")]
     pub fn position(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _ask: ()) -> LogPosition {
-        self.run_updates += 1;
+        self.run.updates += 1;
         self.log_position()
     }
 
     fn log_position(&self) -> LogPosition {
         LogPosition {
-            last_seq: self.last_seq,
-            stored_history: self.stored_history as u32,
-            stored_artifacts: self.stored_artifacts as u32,
-            idle: self.mailbox.is_empty() && !self.in_turn && self.last_seq > 0,
-            by_row: self.by_row,
+            last_seq: self.log.last_seq,
+            stored_history: self.log.stored_history as u32,
+            stored_artifacts: self.log.stored_artifacts as u32,
+            idle: self.work.mailbox.is_empty() && !self.work.in_turn && self.log.last_seq > 0,
+            by_row: self.log.by_row,
             head: self.head.clone(),
         }
     }
@@ -412,14 +461,14 @@ impl TaskWorkflow {
 
     /// How long the history is: what the store has and what it does not have yet.
     fn history_len(&self) -> usize {
-        self.stored_history + self.pending_history.len()
+        self.log.stored_history + self.log.pending_history.len()
     }
 
     /// The head with the messages and artifacts the store does not have yet.
     fn live_task(&self) -> Task {
         Task {
-            history: self.pending_history.clone(),
-            artifacts: self.pending_artifacts.iter().map(|(_, a)| a.clone()).collect(),
+            history: self.log.pending_history.clone(),
+            artifacts: self.log.pending_artifacts.iter().map(|(_, a)| a.clone()).collect(),
             ..self.head.clone()
         }
     }
@@ -436,39 +485,44 @@ impl TaskWorkflow {
             message.metadata.get_or_insert_with(Default::default).insert(crate::command_ext_key(), mark);
         }
         let id = message.message_id.clone();
-        if item.kind == ItemKind::BriefOnly {
+        let route = item.kind.route();
+        if route == Route::Opening {
             // Nothing for the model and nothing to record: the brief is the task (S22).
-            self.brief_only = true;
-            self.remember(id, self.last_seq);
+            self.work.brief_only = true;
+            self.remember(id, self.log.last_seq);
             return;
         }
-        self.pending_history.push(message.clone());
+        self.log.pending_history.push(message.clone());
         let position = self.history_len() - 1;
-        let recorded = matches!(item.kind, ItemKind::Record { .. });
-        if let Some(sender) = item.sender.clone().filter(|_| !recorded) {
-            self.side.push_back(dispatch::Side::Echo { message: message.clone(), sender });
+        if let Some(sender) = item.sender.clone().filter(|_| !item.kind.is_record()) {
+            self.work.side.push_back(Side::Echo { message: message.clone(), sender });
         }
         let item = InboxItem { message, ..item };
-        match item.kind {
-            ItemKind::Message => self.mailbox.push_back((position, item)),
-            ItemKind::Control => self.control = Some(item),
-            ItemKind::BriefOnly => {}
-            ItemKind::Command { .. } | ItemKind::TaskUpdate { .. } | ItemKind::Record { .. } => {
-                self.side.push_back(dispatch::Side::Answer(Box::new(item)))
-            }
+        match route {
+            Route::Turn => self.work.mailbox.push_back((position, item)),
+            Route::Control => self.work.control = Some(item),
+            Route::Answer => self.work.side.push_back(Side::Answer(Box::new(item))),
+            Route::Opening => {}
         }
-        self.remember(id, self.last_seq);
+        self.remember(id, self.log.last_seq);
     }
 
+    /// Remembers an accepted `messageId` with its receipt cursor.
+    fn remember(&mut self, id: String, cursor: i64) {
+        self.accepted.remember(id, cursor);
+    }
+}
+
+impl Accepted {
     /// Remembers an accepted `messageId` with its receipt cursor, forgetting the oldest past
     /// [`REMEMBERED_MESSAGES`].
     fn remember(&mut self, id: String, cursor: i64) {
-        if self.accepted.insert(id.clone(), cursor).is_none() {
-            self.accepted_order.push_back(id);
-            if self.accepted_order.len() > REMEMBERED_MESSAGES
-                && let Some(old) = self.accepted_order.pop_front()
+        if self.ids.insert(id.clone(), cursor).is_none() {
+            self.order.push_back(id);
+            if self.order.len() > REMEMBERED_MESSAGES
+                && let Some(old) = self.order.pop_front()
             {
-                self.accepted.remove(&old);
+                self.ids.remove(&old);
             }
         }
     }

@@ -21,7 +21,7 @@ pub const EVENT_MEDIA_TYPE: &str = "application/vnd.tiny-harness.event+json";
 pub const CHANNEL_MEDIA_TYPE: &str = "application/vnd.tiny-harness.channel+json";
 pub const A2UI_MEDIA_TYPE: &str = "application/a2ui+json";
 
-pub use harness_workflow::commands::CommandInfo;
+pub use harness_agent::commands::CommandInfo;
 
 /// What the card depends on besides the config.
 pub struct CardInputs<'a> {

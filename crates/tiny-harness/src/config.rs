@@ -336,6 +336,10 @@ impl Config {
             ConfigError(format!("config file {}{at}: {}", path.display(), e.message().trim()))
         })?;
         config.data_dir = data_dir.into();
+        let kinds = harness_agent::models::ProviderKinds::built_in();
+        for (name, table) in &config.models.named {
+            kinds.check(name, table).map_err(|why| ConfigError(format!("config file {}: {why}", path.display())))?;
+        }
         // Files named in the config are relative to the config file.
         let base = path.parent().unwrap_or(Path::new("."));
         for file in [
@@ -431,12 +435,18 @@ impl Config {
         )))
     }
 
-    /// Every configured secret value (literal values and the values of named variables).
+    /// Every configured secret value (literal values and the values of named variables),
+    /// the models' as the built-in provider kinds read them.
     pub fn secret_values(&self) -> Vec<String> {
+        self.secret_values_with(&harness_agent::models::ProviderKinds::built_in())
+    }
+
+    /// Every configured secret value, the models' as `kinds` read them.
+    pub fn secret_values_with(&self, kinds: &harness_agent::models::ProviderKinds) -> Vec<String> {
         let mut v = self.redaction.values.clone();
         v.extend(self.redaction.env.iter().filter_map(|name| std::env::var(name).ok()));
-        // The keys of the `openai` models, whatever `redaction` says.
-        v.extend(self.models.openai.iter().filter_map(|(name, m)| m.api_key(name).ok().flatten()));
+        // The models' keys, whatever `redaction` says.
+        v.extend(kinds.secrets(&self.models.named));
         // The Temporal API key.
         v.extend(self.temporal.auth().ok().and_then(|a| a.api_key));
         // The credentials of remote agents.
@@ -475,7 +485,8 @@ pub use agents::{AgentConfig, check as check_agents};
 mod temporal;
 pub use temporal::{GrpcCompression, TemporalAuth, TemporalMode, TemporalSection};
 mod models;
-pub use models::{ModelsSection, OpenAiSection, ScriptedSection};
+pub use harness_agent::models::OpenAiSection;
+pub use models::{ModelsSection, ScriptedSection};
 
 #[cfg(test)]
 mod tests;

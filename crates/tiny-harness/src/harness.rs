@@ -5,12 +5,12 @@ use crate::config::{Config, TemporalMode};
 use crate::handler::{HarnessHandler, ParticipantResolver};
 use crate::hosting::RouteOptions;
 use crate::temporal_dev::{EmbeddedTemporal, TemporalCliError, find_or_provision_cli};
+use harness_agent::Activities;
+use harness_agent::commands::{CommandInfo, CommandRegistry};
+use harness_agent::models::{ModelRegistry, ProviderContext, ProviderFactory, ProviderKinds, ScriptedModel};
+use harness_agent::redaction::Redactor;
 use harness_push::{DeliveryPolicy, Pusher};
 use harness_store::Store;
-use harness_workflow::Activities;
-use harness_workflow::commands::{CommandInfo, CommandRegistry};
-use harness_workflow::models::{ModelRegistry, ScriptedModel};
-use harness_workflow::redaction::Redactor;
 use std::sync::Arc;
 use std::time::Duration;
 use temporalio_client::Client;
@@ -30,17 +30,17 @@ pub enum HarnessError {
     Worker(String),
 }
 
-/// The model registry a config asks for (D6).
-fn models(config: &Config) -> Result<ModelRegistry, crate::ConfigError> {
+/// The model registry a config asks for (D6): the built-in models, and each
+/// `[models.<name>]` built by its kind's factory.
+fn models(config: &Config, kinds: &ProviderKinds) -> Result<ModelRegistry, crate::ConfigError> {
     let mut registry = ModelRegistry::with_echo();
     if let Some(file) = &config.models.scripted.file {
         let model = ScriptedModel::from_file(file).map_err(crate::ConfigError)?;
         registry.register("scripted", Arc::new(model));
     }
-    for (name, section) in &config.models.openai {
-        let settings = section.settings(name, config.agent.instructions.as_deref())?;
-        let model = harness_workflow::models::OpenAiModel::new(settings).map_err(crate::ConfigError)?;
-        registry.register(name, Arc::new(model));
+    for (name, table) in &config.models.named {
+        let context = ProviderContext { name, instructions: config.agent.instructions.as_deref() };
+        registry.register(name, kinds.build(table, &context).map_err(crate::ConfigError)?);
     }
     if registry.get(&config.agent.model).is_none() {
         let hint = if config.agent.model == "scripted" { " (set `[models.scripted] file`)" } else { "" };
@@ -89,6 +89,8 @@ pub(crate) struct Inner {
     running: tokio::sync::Mutex<Option<Running>>,
     /// The model providers, built (and checked) once with the harness.
     models: ModelRegistry,
+    /// The provider kinds the models were built by (their secrets are redacted).
+    kinds: ProviderKinds,
     /// The slash commands, frozen when the harness was built (S9).
     commands: CommandRegistry,
     policy: Option<Arc<dyn crate::handler::Policy>>,
@@ -100,8 +102,9 @@ pub struct HarnessBuilder {
     config: Config,
     options: RouteOptions,
     resolver: Option<Arc<dyn ParticipantResolver>>,
-    commands: harness_workflow::commands::CommandRegistryBuilder,
+    commands: harness_agent::commands::CommandRegistryBuilder,
     policy: Option<Arc<dyn crate::handler::Policy>>,
+    kinds: ProviderKinds,
 }
 
 impl HarnessBuilder {
@@ -126,10 +129,18 @@ impl HarnessBuilder {
         name: &str,
         description: &str,
         usage: &str,
-        handler: impl harness_workflow::commands::CommandHandler,
+        handler: impl harness_agent::commands::CommandHandler,
     ) -> Self {
         let info = CommandInfo { name: name.into(), description: description.into(), usage: usage.into() };
         self.commands = self.commands.register(info, handler);
+        self
+    }
+
+    /// Adds a model provider kind: each `[models.<name>]` with `kind = "<its kind>"` is
+    /// built by `factory` (D6). The built-in kinds (`openai`) are there already; a factory of
+    /// the same kind replaces one.
+    pub fn model_kind(mut self, factory: Arc<dyn ProviderFactory>) -> Self {
+        self.kinds.register(factory);
         self
     }
 
@@ -142,7 +153,7 @@ impl HarnessBuilder {
     /// Checks the configuration and builds the card; opens nothing.
     pub fn build(self) -> Result<Harness, crate::ConfigError> {
         let config = self.config;
-        let models = models(&config)?;
+        let models = models(&config, &self.kinds)?;
         crate::config::check_agents(&config.agents)?;
         if config.temporal.mode == crate::config::TemporalMode::Remote {
             config.temporal.auth()?;
@@ -181,6 +192,7 @@ impl HarnessBuilder {
                 monitor: Default::default(),
                 running: tokio::sync::Mutex::new(None),
                 models,
+                kinds: self.kinds,
                 commands,
                 policy: self.policy,
                 config,
@@ -202,6 +214,7 @@ impl Harness {
             resolver: None,
             commands: CommandRegistry::builder(),
             policy: None,
+            kinds: ProviderKinds::built_in(),
         }
     }
 
@@ -320,7 +333,7 @@ impl Harness {
 
     /// The configured remote agents (issue 19), with the push callback when the push route
     /// is served; `None` when no agent is configured.
-    fn remotes(&self) -> Option<Arc<harness_workflow::activities::remote::Remotes>> {
+    fn remotes(&self) -> Option<Arc<harness_agent::activities::remote::Remotes>> {
         let config = &self.inner.config;
         if config.agents.is_empty() {
             return None;
@@ -328,14 +341,14 @@ impl Harness {
         let agents = config
             .agents
             .iter()
-            .map(|a| harness_workflow::activities::remote::RemoteAgent {
+            .map(|a| harness_agent::activities::remote::RemoteAgent {
                 id: a.id.clone(),
                 card_url: a.url.clone(),
                 headers: a.resolve().unwrap_or_default(),
             })
             .collect();
         let callback = self.inner.options.push_route.then(|| format!("{}/a2a/push", self.inner.public_url));
-        Some(Arc::new(harness_workflow::activities::remote::Remotes::new(agents, callback, config.agent.id.clone())))
+        Some(Arc::new(harness_agent::activities::remote::Remotes::new(agents, callback, config.agent.id.clone())))
     }
 
     /// The request handler over a started store and Temporal client.
@@ -355,7 +368,7 @@ impl Harness {
                 timeout: Duration::from_secs(config.temporal.request_timeout_secs.max(1)),
             },
             store,
-            redactor: Redactor::new(config.secret_values()),
+            redactor: Redactor::new(config.secret_values_with(&self.inner.kinds)),
             settings: crate::handler::TaskSettings {
                 // A provider may need a lifecycle of its own (the conformance profile).
                 lifecycle: provider.as_ref().and_then(|p| p.lifecycle()).unwrap_or(config.agent.lifecycle),

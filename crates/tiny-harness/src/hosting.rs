@@ -282,8 +282,7 @@ async fn push_receiver(
     if !matches!(handler.owned(&task_id).await, Ok(true)) {
         return refused().await;
     }
-    let push =
-        harness_workflow::RemotePush { token_digest: harness_workflow::activities::remote::digest(token), event };
+    let push = harness_workflow::RemotePush { token_digest: harness_agent::activities::remote::digest(token), event };
     if handler.temporal.remote_push(&task_id, push).await {
         StatusCode::NO_CONTENT.into_response()
     } else {

@@ -2,7 +2,8 @@
 //! thread of its own with the options every task worker runs with.
 
 use crate::HarnessError;
-use harness_workflow::{Activities, TaskWorkflow};
+use harness_agent::Activities;
+use harness_workflow::TaskWorkflow;
 use std::time::Duration;
 use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};

@@ -11,7 +11,7 @@ fn the_default_card_matches_its_snapshot() {
         &CardInputs {
             base_url: "http://127.0.0.1:8080",
             push_notifications: true,
-            commands: &harness_workflow::commands::CommandRegistry::default().list(),
+            commands: &harness_agent::commands::CommandRegistry::default().list(),
         },
     );
     let mut json = serde_json::to_value(&card).unwrap();

@@ -8,7 +8,7 @@
 
 use super::TaskWorkflow;
 use super::emit::{emit, set_status, set_status_with, timestamp};
-use crate::activities::{Activities, remote};
+use crate::activity;
 use crate::{
     AWAITING_NEXT_MESSAGE, AWAITING_SUBTASKS, CancelRequest, InboxItem, Observation, RemoteCancel, RemoteLook,
     RemoteSend, RemoteStarted, SUMMARY_CHARS, StandIn, SubTask, SubTaskResult, TaskInput,
@@ -34,7 +34,7 @@ pub fn sub_task_ext_key() -> String {
 /// `/delegate <agent> <brief>`: starts the stand-in and answers with its `task_ref`; the
 /// parent waits `awaiting-subtasks` while it is parked.
 pub(super) async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem, args: String) -> WorkflowResult<()> {
-    let (agent, brief) = crate::commands::delegate_args(&args);
+    let (agent, brief) = crate::delegate_args(&args);
     let (agent, brief) = (agent.to_string(), brief.to_string());
     let input = ctx.state(|s| s.stand_in_input(&agent, &brief, item.sender.clone()));
     let id = input.task_id.clone();
@@ -56,14 +56,14 @@ pub(super) async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, item: InboxIte
     };
     // The reply names the sub-task too (S9), so a blocking answer (a Task, without the
     // event's metadata) does.
-    let marks = super::dispatch::command_marks("delegate", &item, task_ref);
+    let marks = super::emit::command_marks("delegate", &item, task_ref);
     let message = ctx.state_mut(|s| s.agent_message("command", text, marks));
     let state = ctx.state(|s| s.head.status.state);
     if matches!(state, TaskState::Submitted | TaskState::InputRequired) {
         let substate = ctx.state(|s| s.parked_substate());
         return set_status_with(ctx, TaskState::InputRequired, Some(message), Some(substate), Some(extra)).await;
     }
-    super::dispatch::emit_unchanged(ctx, message, extra.into_iter().collect(), true).await
+    super::emit::emit_unchanged(ctx, message, extra.into_iter().collect(), true).await
 }
 
 /// A sub-task's result into the parent's history (for its model's next turn), as a status
@@ -78,7 +78,7 @@ pub(super) async fn sub_result(ctx: &WorkflowContext<TaskWorkflow>, result: SubT
         let mut m = s.agent_message("sub-task", text, [(sub_task_ext_key(), mark.clone())]);
         // The result comes to this agent: its model reads it as input.
         m.role = Role::User;
-        if let Some(last) = s.pending_history.last_mut() {
+        if let Some(last) = s.log.pending_history.last_mut() {
             last.role = Role::User;
         }
         m
@@ -88,7 +88,7 @@ pub(super) async fn sub_result(ctx: &WorkflowContext<TaskWorkflow>, result: SubT
         let extra = Struct::from_iter([(sub_task_ext_key(), mark)]);
         return set_status_with(ctx, TaskState::InputRequired, Some(message), Some(substate), Some(extra)).await;
     }
-    super::dispatch::emit_unchanged(ctx, message, vec![(sub_task_ext_key(), mark)], true).await
+    super::emit::emit_unchanged(ctx, message, vec![(sub_task_ext_key(), mark)], true).await
 }
 
 /// A parent that ended cancels its open sub-tasks (each cancels its remote task).
@@ -109,7 +109,7 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
     let task = ctx.state_mut(|s| {
         s.head.status.timestamp = opened_at;
         // The store's access list: the parent's participants may read and cancel it (S13).
-        s.changed_participants = Some(s.participants().into_iter().map(|p| (p.id, p.role)).collect());
+        s.log.changed_participants = Some(s.participants().into_iter().map(|p| (p.id, p.role)).collect());
         s.live_task()
     });
     let head = task.head();
@@ -119,7 +119,7 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
         RemoteSend { agent: si.agent, stand_in: s.head.id.clone(), brief: si.brief, push: true }
     });
     let call = ctx.execute_activity(
-        Activities::remote_send,
+        activity::RemoteSendBrief,
         send,
         ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
             .retry_policy(
@@ -135,7 +135,7 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
         None => return end(ctx, TaskState::Canceled, "canceled before the remote agent took the brief".into()).await,
         Some(Ok(started)) => started,
         Some(Err(e)) => {
-            let why = super::turn::failure_text(&e);
+            let why = super::emit::failure_text(&e);
             return end(ctx, TaskState::Failed, format!("delegation failed: {why}")).await;
         }
     };
@@ -144,7 +144,7 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
     ctx.state_mut(|s| {
         let mark = serde_json::json!({"agent": s.stand_in().agent, "task_id": started.remote_task_id});
         s.head.metadata.get_or_insert_with(Default::default).insert(sub_task_ext_key(), mark);
-        s.following = Some(RemoteStarted { seen: Observation::default(), ..started });
+        s.delegation.following = Some(RemoteStarted { seen: Observation::default(), ..started });
     });
     mirror(ctx, seen).await?;
     if by_push && !ctx.state(|s| s.seen().state.is_final()) {
@@ -161,7 +161,7 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
             None => return cancel_remote(ctx).await,
             Some(Ok(seen)) => mirror(ctx, seen).await?,
             Some(Err(e)) => {
-                let why = super::turn::failure_text(&e);
+                let why = super::emit::failure_text(&e);
                 return end(ctx, TaskState::Failed, format!("following the remote task failed: {why}")).await;
             }
         }
@@ -174,7 +174,7 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
     }
     let seen = ctx.state(|s| s.seen());
     let state = if seen.state.is_terminal() { seen.state } else { TaskState::Completed };
-    end(ctx, state, remote::answer_text(&seen)).await
+    end(ctx, state, seen.answer_text()).await
 }
 
 /// The stand-in's TaskInput fields and state accessors.
@@ -185,19 +185,19 @@ impl TaskWorkflow {
 
     /// The remote task as last mirrored (nothing before the remote agent took the brief).
     fn seen(&self) -> Observation {
-        self.following.as_ref().map(|f| f.seen.clone()).unwrap_or_default()
+        self.delegation.following.as_ref().map(|f| f.seen.clone()).unwrap_or_default()
     }
 
     /// The remote task's id (empty before the remote agent took the brief).
     fn remote_task_id(&self) -> String {
-        self.following.as_ref().map(|f| f.remote_task_id.clone()).unwrap_or_default()
+        self.delegation.following.as_ref().map(|f| f.remote_task_id.clone()).unwrap_or_default()
     }
 
     /// The stand-in of a new sub-task: a one-shot on this queue with the parent's context,
     /// its task data naming the parent, the remote agent as assignee and this task's
     /// participants (so they can read it).
     fn stand_in_input(&self, agent: &str, brief: &str, requested_by: Option<String>) -> TaskInput {
-        let id = format!("{}-sub-{}", self.head.id, self.sub_tasks.len() + 1);
+        let id = format!("{}-sub-{}", self.head.id, self.delegation.sub_tasks.len() + 1);
         let first_line = brief.lines().next().unwrap_or_default();
         let name: String = format!("{agent}: {first_line}").chars().take(60).collect();
         let mut participants: Vec<serde_json::Value> = self
@@ -233,7 +233,7 @@ impl TaskWorkflow {
 
     /// Lists a new sub-task in the task data's `sub_tasks` and in the state.
     fn add_sub_task(&mut self, id: &str, agent: &str) {
-        self.sub_tasks.push(SubTask { task_id: id.to_string(), agent: agent.to_string(), state: None });
+        self.delegation.sub_tasks.push(SubTask { task_id: id.to_string(), agent: agent.to_string(), state: None });
         let md = self.head.metadata.get_or_insert_with(Default::default);
         let data = md.entry(crate::task_ext_key()).or_insert_with(|| serde_json::json!({}));
         if let Some(data) = data.as_object_mut() {
@@ -246,16 +246,21 @@ impl TaskWorkflow {
 
     /// The substate of a parked task: waiting for its sub-tasks while one is open.
     pub(super) fn parked_substate(&self) -> &'static str {
-        if self.sub_tasks.iter().any(|t| t.state.is_none()) { AWAITING_SUBTASKS } else { AWAITING_NEXT_MESSAGE }
+        if self.delegation.sub_tasks.iter().any(|t| t.state.is_none()) {
+            AWAITING_SUBTASKS
+        } else {
+            AWAITING_NEXT_MESSAGE
+        }
     }
 
     /// A result from a stand-in: its sub-task closes and the result waits to be recorded.
     pub(super) fn take_sub_result(&mut self, result: SubTaskResult) {
-        let Some(sub) = self.sub_tasks.iter_mut().find(|t| t.task_id == result.task_id && t.state.is_none()) else {
+        let Some(sub) = self.delegation.sub_tasks.iter_mut().find(|t| t.task_id == result.task_id && t.state.is_none())
+        else {
             return;
         };
         sub.state = Some(result.state);
-        self.side.push_back(super::dispatch::Side::SubResult(result));
+        self.work.side.push_back(super::Side::SubResult(result));
     }
 }
 
@@ -267,7 +272,7 @@ async fn until_cancel<T>(
     let mut call = std::pin::pin!(call);
     let r = temporalio_sdk::workflows::select! {
         r = &mut call => Some(r),
-        _ = ctx.wait_condition(|s| s.cancel.is_some()) => None,
+        _ = ctx.wait_condition(|s| s.work.cancel.is_some()) => None,
     };
     if r.is_none() {
         call.cancel();
@@ -290,7 +295,7 @@ async fn look(
     // A remote agent that is down is waited for (retried without end, backing off to
     // 10 s); one that refuses the task fails the sub-task.
     let call = ctx.execute_activity(
-        Activities::remote_observe,
+        activity::RemoteObserve,
         input,
         ActivityOptions::with_start_to_close_timeout(Duration::from_secs(90))
             .heartbeat_timeout(Duration::from_secs(15))
@@ -313,7 +318,7 @@ async fn pushed_or_polled(
         let poll = ctx.timer(PUSH_POLL);
         let mut poll = std::pin::pin!(poll);
         let pushed = temporalio_sdk::workflows::select! {
-            _ = ctx.wait_condition(|s| !s.pushes.is_empty() || s.cancel.is_some()) => true,
+            _ = ctx.wait_condition(|s| !s.work.pushes.is_empty() || s.work.cancel.is_some()) => true,
             _ = &mut poll => false,
         };
         if pushed {
@@ -321,7 +326,7 @@ async fn pushed_or_polled(
         }
         pushed
     };
-    if ctx.state(|s| s.cancel.is_some()) {
+    if ctx.state(|s| s.work.cancel.is_some()) {
         return Ok(None);
     }
     if !pushed {
@@ -329,8 +334,8 @@ async fn pushed_or_polled(
     }
     Ok(Some(Ok(ctx.state_mut(|s| {
         let mut seen = s.seen();
-        for event in s.pushes.drain(..) {
-            remote::fold(&mut seen, event);
+        for event in s.work.pushes.drain(..) {
+            seen.fold(event);
         }
         seen
     }))))
@@ -359,7 +364,7 @@ async fn mirror(ctx: &WorkflowContext<TaskWorkflow>, now: Observation) -> Workfl
         || now.message.as_ref().map(|m| &m.parts) != before.message.as_ref().map(|m| &m.parts);
     let working = !now.state.is_final();
     ctx.state_mut(|s| {
-        if let Some(f) = s.following.as_mut() {
+        if let Some(f) = s.delegation.following.as_mut() {
             f.seen = now.clone();
         }
     });
@@ -378,14 +383,14 @@ async fn cancel_remote(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()
     let input = ctx.state(|s| RemoteCancel { agent: s.stand_in().agent, remote_task_id: s.remote_task_id() });
     let _ = ctx
         .execute_activity(
-            Activities::remote_cancel,
+            activity::RemoteCancelTask,
             input,
             ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
                 .retry_policy(RetryPolicy::builder().maximum_attempts(5).build())
                 .build(),
         )
         .await;
-    let why = ctx.state(|s| s.cancel.as_ref().map(|c| c.reason.clone()).unwrap_or_default());
+    let why = ctx.state(|s| s.work.cancel.as_ref().map(|c| c.reason.clone()).unwrap_or_default());
     end(ctx, TaskState::Canceled, why).await
 }
 
@@ -396,15 +401,18 @@ async fn end(ctx: &WorkflowContext<TaskWorkflow>, state: TaskState, text: String
             let mut m = Message::agent_text(format!("{}:result", s.head.id), text.clone());
             m.task_id = s.head.id.clone();
             m.context_id = s.head.context_id.clone();
-            s.pending_history.push(m.clone());
+            s.log.pending_history.push(m.clone());
             m
         })
     });
     set_status(ctx, state, message, None).await?;
     let (parent, result) = ctx.state(|s| {
         let si = s.stand_in();
-        let remote_state =
-            s.following.as_ref().map_or(state, |f| if f.seen.state.is_final() { f.seen.state } else { state });
+        let remote_state = s
+            .delegation
+            .following
+            .as_ref()
+            .map_or(state, |f| if f.seen.state.is_final() { f.seen.state } else { state });
         let result = SubTaskResult {
             task_id: s.head.id.clone(),
             agent: si.agent.clone(),
@@ -432,7 +440,7 @@ impl TaskWorkflow {
             ..Default::default()
         };
         m.metadata = remote.metadata;
-        self.pending_history.push(m.clone());
+        self.log.pending_history.push(m.clone());
         m
     }
 }

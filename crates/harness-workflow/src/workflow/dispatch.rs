@@ -4,29 +4,17 @@
 //! them through between its model output (turn::during_turn).
 
 use super::TaskWorkflow;
-use super::emit::{emit, set_status, set_status_with, timestamp};
-use super::turn::Flow;
-use crate::activities::Activities;
-use crate::{AWAITING_NEXT_MESSAGE, CommandContext, InboxItem, ItemKind, status_ext_key};
-use a2a_types::{Message, StreamResponse, Struct, TaskState, TaskStatus, TaskStatusUpdateEvent};
+use super::emit::{command_marks, emit_unchanged, set_status, set_status_with};
+use super::{Flow, Side};
+use crate::activity;
+use crate::{AWAITING_NEXT_MESSAGE, CommandContext, InboxItem, ItemKind};
+use a2a_types::{Message, Struct, TaskState};
 use std::time::Duration;
 use temporalio_sdk::{ActivityOptions, CancellableFuture, WorkflowContext, WorkflowResult};
 
-/// Work that does not wait for a turn.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Side {
-    /// A participant's accepted message, for every subscriber to see (S12).
-    Echo { message: Message, sender: String },
-    /// A message answered without a turn: a registered slash command (S9), a task envelope
-    /// or an event envelope to record (S11).
-    Answer(Box<InboxItem>),
-    /// A sub-task's result, for the history (issue 19).
-    SubResult(crate::SubTaskResult),
-}
-
 /// Does the side work waiting, in order.
 pub(super) async fn side_work(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
-    while let Some(work) = ctx.state_mut(|s| s.side.pop_front()) {
+    while let Some(work) = ctx.state_mut(|s| s.work.side.pop_front()) {
         match work {
             Side::Echo { message, sender } => echo(ctx, message, sender).await?,
             Side::Answer(item) => match &item.kind {
@@ -41,37 +29,10 @@ pub(super) async fn side_work(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowRe
     Ok(())
 }
 
-/// A status update in the unchanged state carrying `message`, its metadata the head's
-/// substate and `extra`; with `snapshot`, the head (which a task envelope changed) is
-/// stored with it.
-pub(super) async fn emit_unchanged(
-    ctx: &WorkflowContext<TaskWorkflow>,
-    message: Message,
-    extra: Vec<(String, serde_json::Value)>,
-    snapshot: bool,
-) -> WorkflowResult<()> {
-    let ts = timestamp(ctx.workflow_time());
-    let (event, head) = ctx.state(|s| {
-        let mut md = Struct::new();
-        if let Some(sub) = s.head.metadata.as_ref().and_then(|m| m.get(&status_ext_key())) {
-            md.insert(status_ext_key(), sub.clone());
-        }
-        md.extend(extra);
-        let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: s.head.id.clone(),
-            context_id: s.head.context_id.clone(),
-            status: TaskStatus { state: s.head.status.state, message: Some(message), timestamp: ts },
-            metadata: Some(md),
-        });
-        (event, snapshot.then(|| s.head.clone()))
-    });
-    emit(ctx, event, head).await
-}
-
 /// S12: the message as a status update in the unchanged state, naming its sender. A run
 /// recorded before the channel echoed nothing, and replays so.
 async fn echo(ctx: &WorkflowContext<TaskWorkflow>, message: Message, sender: String) -> WorkflowResult<()> {
-    if !ctx.state(|s| s.channel) {
+    if !ctx.state(|s| s.log.channel) {
         return Ok(());
     }
     let channel = crate::channel_mark(&message.task_id, &sender);
@@ -89,7 +50,7 @@ async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workfl
     // A regular activity, not a local one: the message's acceptance (which Temporal sends
     // when the workflow task that took it completes) must not wait for a host's handler.
     let call = ctx.execute_activity(
-        Activities::run_command,
+        activity::RunCommand,
         input,
         ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
             .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
@@ -100,7 +61,7 @@ async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workfl
     // unanswered, and the task ends.
     let reply = temporalio_sdk::workflows::select! {
         r = &mut call => Some(r),
-        _ = ctx.wait_condition(|s| s.cancel.is_some() || s.control.is_some()) => None,
+        _ = ctx.wait_condition(|s| s.work.cancel.is_some() || s.work.control.is_some()) => None,
     };
     let Some(reply) = reply else {
         call.cancel();
@@ -109,7 +70,7 @@ async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workfl
     };
     let text = match reply {
         Ok(r) => r.text,
-        Err(e) => format!("/{name} failed: {}", super::turn::failure_text(&e)),
+        Err(e) => format!("/{name} failed: {}", super::emit::failure_text(&e)),
     };
     let message = ctx.state_mut(|s| s.agent_message("command", text, command_marks(&name, &item, None)));
     let tag = ("command".to_string(), serde_json::json!(name));
@@ -119,19 +80,6 @@ async fn command(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workfl
             .await;
     }
     emit_unchanged(ctx, message, vec![tag], false).await
-}
-
-/// The metadata of a command's reply message: S9's `{"command": <name>}` (plus `"task_ref"`
-/// when the command created a sub-task), and the commands extension's mark naming the
-/// message it answers (`{"name", "inReplyTo"}`).
-pub(super) fn command_marks(name: &str, item: &InboxItem, task_ref: Option<&str>) -> Vec<(String, serde_json::Value)> {
-    let mut mark = crate::reply_mark(&item.message.message_id);
-    mark["name"] = serde_json::json!(name);
-    let mut marks = vec![("command".to_string(), serde_json::json!(name)), (crate::command_ext_key(), mark)];
-    if let Some(id) = task_ref {
-        marks.push(("task_ref".to_string(), serde_json::json!(id)));
-    }
-    marks
 }
 
 /// S11: applies a task envelope's fields to the task data and answers in the unchanged
@@ -149,7 +97,7 @@ async fn task_update(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Wo
         let data = data.clone();
         if fields.contains_key("participants") {
             let list = s.participants().into_iter().map(|p| (p.id, p.role)).collect();
-            s.changed_participants = Some(list);
+            s.log.changed_participants = Some(list);
         }
         data
     });
@@ -173,13 +121,14 @@ async fn record(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> Workflo
 /// S8: completes the task on the control waiting, after echoing what came before it; a
 /// completion that open sub-tasks refuse parks the task instead, saying why.
 pub(super) async fn complete(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<Flow> {
-    let echoes: Vec<Side> = ctx.state_mut(|s| s.side.drain(..).filter(|w| matches!(w, Side::Echo { .. })).collect());
+    let echoes: Vec<Side> =
+        ctx.state_mut(|s| s.work.side.drain(..).filter(|w| matches!(w, Side::Echo { .. })).collect());
     for work in echoes {
         if let Side::Echo { message, sender } = work {
             echo(ctx, message, sender).await?;
         }
     }
-    let Some(control) = ctx.state_mut(|s| s.control.take()) else { return Ok(Flow::Next) };
+    let Some(control) = ctx.state_mut(|s| s.work.control.take()) else { return Ok(Flow::Next) };
     if let Some(why) = ctx.state(|s| s.completion_refused()) {
         let mark = crate::reply_mark(&control.message.message_id);
         let message = ctx.state_mut(|s| s.agent_message("control", why, [(crate::answer_ext_key(), mark)]));
@@ -201,10 +150,10 @@ impl TaskWorkflow {
             sender: item.sender.clone(),
             state: self.head.status.state,
             substate: self.substate(),
-            turn: self.turn,
+            turn: self.work.turn,
             participants: self.participants(),
             open_sub_tasks: self.open_sub_tasks(),
-            mailbox_depth: self.mailbox.len() as u32,
+            mailbox_depth: self.work.mailbox.len() as u32,
         }
     }
 
@@ -216,17 +165,17 @@ impl TaskWorkflow {
         text: String,
         marks: impl IntoIterator<Item = (String, serde_json::Value)>,
     ) -> Message {
-        let mut message = Message::agent_text(format!("{}:{what}:{}", self.head.id, self.next_key + 1), text);
+        let mut message = Message::agent_text(format!("{}:{what}:{}", self.head.id, self.log.next_key + 1), text);
         message.task_id = self.head.id.clone();
         message.context_id = self.head.context_id.clone();
         message.metadata = Some(Struct::from_iter(marks));
-        self.pending_history.push(message.clone());
+        self.log.pending_history.push(message.clone());
         message
     }
 
     /// Sub-tasks that have not ended (issue 19).
     pub(super) fn open_sub_tasks(&self) -> Vec<String> {
-        self.sub_tasks.iter().filter(|t| t.state.is_none()).map(|t| t.task_id.clone()).collect()
+        self.delegation.sub_tasks.iter().filter(|t| t.state.is_none()).map(|t| t.task_id.clone()).collect()
     }
 
     /// Why a control may not complete the task now: open sub-tasks (S8).

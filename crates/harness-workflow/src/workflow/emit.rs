@@ -3,11 +3,11 @@
 //! since the event before (D1, docs/event-log.md).
 
 use super::TaskWorkflow;
-use crate::activities::Activities;
-use crate::{EmitInput, status_ext_key};
+use crate::activity;
+use crate::{EmitInput, InboxItem, status_ext_key};
 use a2a_types::{Message, StreamResponse, Struct, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
 use std::time::Duration;
-use temporalio_sdk::{LocalActivityOptions, WorkflowContext, WorkflowResult};
+use temporalio_sdk::{ActivityExecutionError, LocalActivityOptions, WorkflowContext, WorkflowResult};
 
 pub(super) fn timestamp(t: Option<std::time::SystemTime>) -> Option<String> {
     t.map(a2a_types::format_timestamp)
@@ -40,7 +40,7 @@ pub(super) async fn set_status_with(
     });
     let (event, snapshot) = ctx.state_mut(|s| {
         if state.is_final() {
-            s.in_turn = false;
+            s.work.in_turn = false;
         }
         s.head.status = TaskStatus { state, message, timestamp: ts };
         let mut md = s.head.metadata.take().unwrap_or_default();
@@ -77,29 +77,29 @@ pub(super) async fn emit(
     snapshot: Option<Task>,
 ) -> WorkflowResult<()> {
     let (input, sent) = ctx.state_mut(|s| {
-        s.next_key += 1;
-        let stored_before = s.by_row.then_some((s.stored_history as u32, s.stored_artifacts as u32));
-        let carries = s.by_row || snapshot.is_some();
+        s.log.next_key += 1;
+        let stored_before = s.log.by_row.then_some((s.log.stored_history as u32, s.log.stored_artifacts as u32));
+        let carries = s.log.by_row || snapshot.is_some();
         let (history, artifacts) =
-            if carries { (s.pending_history.clone(), s.pending_artifacts.clone()) } else { Default::default() };
+            if carries { (s.log.pending_history.clone(), s.log.pending_artifacts.clone()) } else { Default::default() };
         let sent = (history.len(), artifacts.len());
         let input = EmitInput {
             task_id: s.input.task_id.clone(),
             task_queue: s.input.task_queue.clone(),
-            key: format!("wf-{}", s.next_key),
+            key: format!("wf-{}", s.log.next_key),
             event,
             snapshot,
             history,
-            history_from: s.stored_history as u32,
+            history_from: s.log.stored_history as u32,
             artifacts,
             stored_before,
-            participants: s.changed_participants.take(),
+            participants: s.log.changed_participants.take(),
         };
         (input, sent)
     });
     let seq = ctx
         .execute_local_activity(
-            Activities::emit_event,
+            activity::EmitEvent,
             input,
             LocalActivityOptions::builder()
                 .start_to_close_timeout(Duration::from_secs(30))
@@ -113,12 +113,65 @@ pub(super) async fn emit(
         )
         .await?;
     ctx.state_mut(|s| {
-        s.last_seq = s.last_seq.max(seq);
-        s.run_bytes += super::turn::EMIT_BYTES;
-        s.pending_history.drain(..sent.0);
-        s.stored_history += sent.0;
-        s.pending_artifacts.drain(..sent.1);
-        s.stored_artifacts += sent.1;
+        s.log.last_seq = s.log.last_seq.max(seq);
+        s.run.bytes += EMIT_BYTES;
+        s.log.pending_history.drain(..sent.0);
+        s.log.stored_history += sent.0;
+        s.log.pending_artifacts.drain(..sent.1);
+        s.log.stored_artifacts += sent.1;
     });
     Ok(())
+}
+
+/// What the history gains per `emit_event` beyond its result, the markers and task events around them (an estimate, on the large side).
+pub(super) const EMIT_BYTES: u64 = 600;
+
+/// A status update in the unchanged state carrying `message`, its metadata the head's
+/// substate and `extra`; with `snapshot`, the head (which a task envelope changed) is
+/// stored with it.
+pub(super) async fn emit_unchanged(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    message: Message,
+    extra: Vec<(String, serde_json::Value)>,
+    snapshot: bool,
+) -> WorkflowResult<()> {
+    let ts = timestamp(ctx.workflow_time());
+    let (event, head) = ctx.state(|s| {
+        let mut md = Struct::new();
+        if let Some(sub) = s.head.metadata.as_ref().and_then(|m| m.get(&status_ext_key())) {
+            md.insert(status_ext_key(), sub.clone());
+        }
+        md.extend(extra);
+        let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: s.head.id.clone(),
+            context_id: s.head.context_id.clone(),
+            status: TaskStatus { state: s.head.status.state, message: Some(message), timestamp: ts },
+            metadata: Some(md),
+        });
+        (event, snapshot.then(|| s.head.clone()))
+    });
+    emit(ctx, event, head).await
+}
+
+/// The metadata of a command's reply message: S9's `{"command": <name>}` (plus `"task_ref"`
+/// when the command created a sub-task), and the commands extension's mark naming the
+/// message it answers (`{"name", "inReplyTo"}`).
+pub(super) fn command_marks(name: &str, item: &InboxItem, task_ref: Option<&str>) -> Vec<(String, serde_json::Value)> {
+    let mut mark = crate::reply_mark(&item.message.message_id);
+    mark["name"] = serde_json::json!(name);
+    let mut marks = vec![("command".to_string(), serde_json::json!(name)), (crate::command_ext_key(), mark)];
+    if let Some(id) = task_ref {
+        marks.push(("task_ref".to_string(), serde_json::json!(id)));
+    }
+    marks
+}
+
+/// What a failed model call says: the provider's own text, the innermost cause (the
+/// activity failure around it only says "Activity task failed").
+pub(super) fn failure_text(e: &ActivityExecutionError) -> String {
+    let Some(mut failure) = e.failure() else { return e.to_string() };
+    while let Some(cause) = failure.cause.as_deref() {
+        failure = cause;
+    }
+    failure.message.clone()
 }

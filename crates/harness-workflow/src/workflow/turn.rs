@@ -1,9 +1,9 @@
 //! The steps of the run loop: wait for the first message, take the next one, run its
 //! model turn and end the turn as the lifecycle (D5) or the provider says.
 
-use super::TaskWorkflow;
-use super::emit::{emit, set_status, timestamp};
-use crate::activities::Activities;
+use super::emit::{emit, failure_text, set_status, timestamp};
+use super::{Flow, TaskWorkflow};
+use crate::activity;
 use crate::{AWAITING_NEXT_MESSAGE, Carried, InboxItem, Lifecycle, ModelReply, ModelTurn, TaskInput};
 use a2a_types::{Artifact, Message, Part, StreamResponse, TaskState};
 use std::time::Duration;
@@ -22,9 +22,7 @@ const CONTINUE_AS_NEW: &str = "continue-as-new";
 /// The patch under which a failed model turn parks a conversation instead of failing it.
 const FAILURE_PARKS: &str = "failure-parks";
 
-/// What the history gains per `emit_event` beyond its result, and per model call beyond
-/// the reply: the markers and task events around them (an estimate, on the large side).
-pub(super) const EMIT_BYTES: u64 = 600;
+/// What the history gains per model call beyond the reply (an estimate, on the large side).
 const CALL_BYTES: u64 = 800;
 /// What one history event costs beyond the payloads counted apart (ids, timestamps, the
 /// worker's identity): an estimate on the large side.
@@ -43,17 +41,6 @@ const MAX_CARRIED_IDS_BYTES: usize = 128 * 1024;
 /// of queued messages): Temporal refuses a payload over 2 MB.
 const MAX_CARRIED_BYTES: usize = 1024 * 1024;
 
-/// What the run loop does after a step.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) enum Flow {
-    /// Wait for the next message (or cancel).
-    Next,
-    /// The task ended: leave the loop.
-    End,
-    /// The run's history passed its limits: continue as new with this input.
-    ContinueAsNew(Box<TaskInput>),
-}
-
 /// What an accepted `inbox` update adds to the history: the message and its receipt.
 pub(super) fn update_bytes(item: &InboxItem) -> u64 {
     serde_json::to_vec(item).map_or(0, |v| v.len() as u64) + 400
@@ -66,7 +53,7 @@ pub(super) async fn open(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
         let idle = ctx.timer(UNOPENED_IDLE);
         let mut idle = std::pin::pin!(idle);
         let opened = temporalio_sdk::workflows::select! {
-            r = ctx.wait_condition(|s| s.has_work() || s.brief_only) => r.is_ok(),
+            r = ctx.wait_condition(|s| s.has_work() || s.work.brief_only) => r.is_ok(),
             _ = &mut idle => false,
         };
         if opened {
@@ -95,7 +82,7 @@ async fn after_open(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
     if ctx.state(|s| s.input.assignee.is_some()) {
         return park_for_assignee(ctx).await;
     }
-    if ctx.state(|s| s.brief_only && s.mailbox.is_empty() && s.input.lifecycle == Lifecycle::Conversation) {
+    if ctx.state(|s| s.work.brief_only && s.work.mailbox.is_empty() && s.input.lifecycle == Lifecycle::Conversation) {
         set_status(ctx, TaskState::InputRequired, None, Some(AWAITING_NEXT_MESSAGE)).await?;
     }
     Ok(())
@@ -117,7 +104,7 @@ async fn park_for_assignee(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResul
 /// task with its text; anyone else's is recorded and the task goes on waiting.
 async fn participant_turn(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) -> WorkflowResult<Flow> {
     let from_assignee = ctx.state(|s| item.sender.is_some() && item.sender == s.input.assignee);
-    ctx.state_mut(|s| s.in_turn = false);
+    ctx.state_mut(|s| s.work.in_turn = false);
     if !from_assignee {
         park_for_assignee(ctx).await?;
         return Ok(Flow::Next);
@@ -133,7 +120,7 @@ async fn participant_turn(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem) 
             md.insert(channel.clone(), c.clone());
             md
         });
-        s.pending_history.push(m.clone());
+        s.log.pending_history.push(m.clone());
         m
     });
     set_status(ctx, TaskState::Completed, Some(message), None).await?;
@@ -151,15 +138,15 @@ fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
     let suggested = ctx.continue_as_new_suggested();
     let over = ctx.state(|s| {
         let limits = s.input.run_limits;
-        s.cancel.is_none()
-            && s.control.is_none()
-            && s.side.is_empty()
-            && !s.in_turn
-            && s.pending_artifacts.is_empty()
+        s.work.cancel.is_none()
+            && s.work.control.is_none()
+            && s.work.side.is_empty()
+            && !s.work.in_turn
+            && s.log.pending_artifacts.is_empty()
             && (suggested
                 || near(u64::from(events), u64::from(limits.events))
-                || near(u64::from(s.run_updates), u64::from(limits.messages))
-                || near(s.run_bytes + u64::from(events) * PER_EVENT_BYTES, limits.bytes))
+                || near(u64::from(s.run.updates), u64::from(limits.messages))
+                || near(s.run.bytes + u64::from(events) * PER_EVENT_BYTES, limits.bytes))
     });
     if !over {
         return None;
@@ -169,7 +156,7 @@ fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
     if carried > MAX_CARRIED_BYTES {
         return None;
     }
-    let turn = ctx.state(|s| s.turn);
+    let turn = ctx.state(|s| s.work.turn);
     ctx.patched(&format!("{CONTINUE_AS_NEW}@{turn}")).then_some(input)
 }
 
@@ -179,21 +166,21 @@ pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
         return Ok(Flow::ContinueAsNew(input));
     }
     ctx.wait_condition(|s| s.has_work()).await?;
-    if ctx.state(|s| s.cancel.is_some()) {
+    if ctx.state(|s| s.work.cancel.is_some()) {
         set_status(ctx, TaskState::Canceled, None, None).await?;
         return Ok(Flow::End);
     }
     // A control goes before what waits (S8); side work before the next turn.
-    if ctx.state(|s| s.control.is_some()) {
+    if ctx.state(|s| s.work.control.is_some()) {
         return super::dispatch::complete(ctx).await;
     }
-    if ctx.state(|s| !s.side.is_empty()) {
+    if ctx.state(|s| !s.work.side.is_empty()) {
         super::dispatch::side_work(ctx).await?;
         return Ok(Flow::Next);
     }
     let Some((position, item)) = ctx.state_mut(|s| {
-        let next = s.mailbox.pop_front();
-        s.in_turn = next.is_some();
+        let next = s.work.mailbox.pop_front();
+        s.work.in_turn = next.is_some();
         next
     }) else {
         return Ok(Flow::Next);
@@ -207,8 +194,8 @@ pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
 /// One model turn for the message at `position` of the history.
 async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: InboxItem) -> WorkflowResult<Flow> {
     let turn = ctx.state_mut(|s| {
-        s.turn += 1;
-        s.turn
+        s.work.turn += 1;
+        s.work.turn
     });
     // A provider may answer a message straight from SUBMITTED (decided at admission).
     if !item.skip_working {
@@ -229,14 +216,14 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     match result {
         Ok(reply) => {
             let size = serde_json::to_vec(&reply).map_or(0, |v| v.len() as u64);
-            ctx.state_mut(|s| s.run_bytes += size + CALL_BYTES);
+            ctx.state_mut(|s| s.run.bytes += size + CALL_BYTES);
             end_turn(ctx, turn, artifact_id, reply, &item).await
         }
-        Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.cancel.is_some()) => {
+        Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.work.cancel.is_some()) => {
             set_status(ctx, TaskState::Canceled, None, None).await?;
             Ok(Flow::End)
         }
-        Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.control.is_some()) => {
+        Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.work.control.is_some()) => {
             super::dispatch::complete(ctx).await
         }
         Err(e) => {
@@ -256,16 +243,6 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     }
 }
 
-/// What a failed model call says: the provider's own text, the innermost cause (the
-/// activity failure around it only says "Activity task failed").
-pub(super) fn failure_text(e: &ActivityExecutionError) -> String {
-    let Some(mut failure) = e.failure() else { return e.to_string() };
-    while let Some(cause) = failure.cause.as_deref() {
-        failure = cause;
-    }
-    failure.message.clone()
-}
-
 /// What cut a running turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cut {
@@ -281,14 +258,14 @@ async fn call_model(
 ) -> WorkflowResult<Result<Result<ModelReply, ActivityExecutionError>, Cut>> {
     if ctx.state(|s| s.input.instant_model) {
         let call = ctx.execute_local_activity(
-            Activities::call_model,
+            activity::CallModel,
             model_turn,
             LocalActivityOptions::builder().start_to_close_timeout(Duration::from_secs(60)).build(),
         );
         during_turn(ctx, call).await
     } else {
         let call = ctx.execute_activity(
-            Activities::call_model,
+            activity::CallModel,
             model_turn,
             ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
                 .heartbeat_timeout(Duration::from_secs(10))
@@ -325,7 +302,7 @@ async fn end_turn(
         _ => {}
     }
     // More messages wait, or a control that ends the task: no park between.
-    if ctx.state(|s| !s.mailbox.is_empty() || s.control.is_some()) {
+    if ctx.state(|s| !s.work.mailbox.is_empty() || s.work.control.is_some()) {
         return Ok(Flow::Next);
     }
     // A direct reply's client tracks no task: nothing would ever continue it.
@@ -353,16 +330,19 @@ async fn end_turn(
 impl TaskWorkflow {
     /// Something for the run loop: a message, a cancel, a control or side work.
     fn has_work(&self) -> bool {
-        !self.mailbox.is_empty() || self.cancel.is_some() || self.control.is_some() || !self.side.is_empty()
+        !self.work.mailbox.is_empty()
+            || self.work.cancel.is_some()
+            || self.work.control.is_some()
+            || !self.work.side.is_empty()
     }
 
     /// The conversation up to this turn's message, from what the store does not have:
     /// `call_model` reads the messages before that from the store.
     fn model_turn(&self, position: usize, turn: u32) -> ModelTurn {
         let upto = position + 1;
-        let from = self.stored_history.min(upto);
+        let from = self.log.stored_history.min(upto);
         // The messages from `from` to the turn's own are pending (none when it is stored).
-        let given = &self.pending_history[..upto - from];
+        let given = &self.log.pending_history[..upto - from];
         ModelTurn {
             task_id: self.input.task_id.clone(),
             context_id: self.input.context_id.clone(),
@@ -413,7 +393,7 @@ impl TaskWorkflow {
         if let Some(m) = reply_message.as_mut() {
             m.task_id = self.head.id.clone();
             m.context_id = self.head.context_id.clone();
-            self.pending_history.push(m.clone());
+            self.log.pending_history.push(m.clone());
         }
         reply_message
     }
@@ -421,18 +401,18 @@ impl TaskWorkflow {
     /// An artifact for the next event: at the next index, or in the place of a pending one
     /// with its id. (The store keeps a stored artifact's place when one replaces it.)
     pub(super) fn add_artifact(&mut self, artifact: Artifact) {
-        match self.pending_artifacts.iter_mut().find(|(_, a)| a.artifact_id == artifact.artifact_id) {
+        match self.log.pending_artifacts.iter_mut().find(|(_, a)| a.artifact_id == artifact.artifact_id) {
             Some((_, existing)) => *existing = artifact,
             None => {
-                let idx = (self.stored_artifacts + self.pending_artifacts.len()) as u32;
-                self.pending_artifacts.push((idx, artifact));
+                let idx = (self.log.stored_artifacts + self.log.pending_artifacts.len()) as u32;
+                self.log.pending_artifacts.push((idx, artifact));
             }
         }
     }
 
     /// The remembered `messageId`s the next run takes over ([`newest_within`]).
     fn carried_accepted(&self) -> Vec<(String, i64)> {
-        newest_within(&self.accepted_order, &self.accepted, MAX_CARRIED_IDS_BYTES)
+        newest_within(&self.accepted.order, &self.accepted.ids, MAX_CARRIED_IDS_BYTES)
     }
 
     /// The next run's input: this one's, with the state it needs to go on (and no first
@@ -440,17 +420,17 @@ impl TaskWorkflow {
     fn next_run_input(&self) -> Box<TaskInput> {
         let carried = Carried {
             head: self.head.clone(),
-            last_seq: self.last_seq,
-            next_key: self.next_key,
-            turn: self.turn,
-            stored_history: self.stored_history as u32,
-            stored_artifacts: self.stored_artifacts as u32,
-            pending_history: self.pending_history.clone(),
-            mailbox: self.mailbox.iter().map(|(i, item)| (*i as u32, item.clone())).collect(),
+            last_seq: self.log.last_seq,
+            next_key: self.log.next_key,
+            turn: self.work.turn,
+            stored_history: self.log.stored_history as u32,
+            stored_artifacts: self.log.stored_artifacts as u32,
+            pending_history: self.log.pending_history.clone(),
+            mailbox: self.work.mailbox.iter().map(|(i, item)| (*i as u32, item.clone())).collect(),
             accepted: self.carried_accepted(),
-            cancel: self.cancel.clone(),
-            runs: self.runs + 1,
-            sub_tasks: self.sub_tasks.clone(),
+            cancel: self.work.cancel.clone(),
+            runs: self.run.runs + 1,
+            sub_tasks: self.delegation.sub_tasks.clone(),
         };
         Box::new(TaskInput { first: None, carried: Some(Box::new(carried)), ..self.input.clone() })
     }
@@ -467,15 +447,15 @@ async fn during_turn<T>(
     loop {
         let next = temporalio_sdk::workflows::select! {
             r = &mut call => Some(Ok(r)),
-            _ = ctx.wait_condition(|s| s.cancel.is_some() || s.control.is_some()) => Some(Err(())),
-            _ = ctx.wait_condition(|s| !s.side.is_empty()) => None,
+            _ = ctx.wait_condition(|s| s.work.cancel.is_some() || s.work.control.is_some()) => Some(Err(())),
+            _ = ctx.wait_condition(|s| !s.work.side.is_empty()) => None,
         };
         match next {
             Some(Ok(r)) => return Ok(Ok(r)),
             Some(Err(())) => {
                 call.cancel();
                 let _ = call.await;
-                let cut = if ctx.state(|s| s.cancel.is_some()) { Cut::Cancel } else { Cut::Control };
+                let cut = if ctx.state(|s| s.work.cancel.is_some()) { Cut::Cancel } else { Cut::Control };
                 return Ok(Err(cut));
             }
             None => super::dispatch::side_work(ctx).await?,

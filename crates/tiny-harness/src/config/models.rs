@@ -1,12 +1,10 @@
 //! `[models.<name>]` (D6): `[models.scripted]` for the scripted model, and any other name
-//! with `kind = "openai"` for an OpenAI-compatible endpoint (docs/configuration.md).
+//! with a `kind` (`"openai"` for an OpenAI-compatible endpoint) for a provider its kind's
+//! factory builds (harness-agent's `ProviderKinds`; docs/configuration.md).
 
-use super::ConfigError;
-use harness_workflow::models::OpenAiSettings;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -18,11 +16,12 @@ pub struct ScriptedSection {
 #[derive(Clone, Debug, Default)]
 pub struct ModelsSection {
     pub scripted: ScriptedSection,
-    /// The OpenAI-compatible models, by name.
-    pub openai: BTreeMap<String, OpenAiSection>,
+    /// The models built by their `kind`'s factory, by name: each table as written, read
+    /// by the factory when the harness is built.
+    pub named: BTreeMap<String, toml::Table>,
 }
 
-/// Names a `[models.<name>]` of kind `openai` cannot take: the built-in models.
+/// Names a `[models.<name>]` with a `kind` cannot take: the built-in models.
 const BUILT_IN: &[&str] = &["echo", "conformance", "scripted"];
 
 impl<'de> Deserialize<'de> for ModelsSection {
@@ -41,158 +40,19 @@ impl<'de> Deserialize<'de> for ModelsSection {
                         "`models.{builtin}` is a built-in model's name; give the model another name"
                     )));
                 }
-                (_, Some("openai")) => {
-                    let section: OpenAiSection =
-                        value.try_into().map_err(|e| D::Error::custom(format!("`models.{name}`: {e}")))?;
-                    out.openai.insert(name, section);
+                (_, Some(_)) => {
+                    let toml::Value::Table(table) = value else {
+                        return Err(D::Error::custom(format!("`models.{name}` must be a table")));
+                    };
+                    out.named.insert(name, table);
                 }
                 (_, None) => {
                     return Err(D::Error::custom(format!(
-                        "`models.{name}` needs `kind` (the only kind is \"openai\")"
-                    )));
-                }
-                (_, Some(other)) => {
-                    return Err(D::Error::custom(format!(
-                        "`models.{name}.kind` = \"{other}\" is not a kind this harness has (expected \"openai\")"
+                        "`models.{name}` needs `kind` (a provider kind, such as \"openai\")"
                     )));
                 }
             }
         }
         Ok(out)
-    }
-}
-
-/// One OpenAI-compatible model (`kind = "openai"`).
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct OpenAiSection {
-    pub kind: String,
-    /// Requests go to `{base_url}/chat/completions`.
-    #[serde(default = "default_base_url")]
-    pub base_url: String,
-    /// The model id the endpoint knows (`gpt-4o-mini`, `llama3.2`...).
-    pub model: String,
-    /// The environment variable holding the key (never the key itself).
-    #[serde(default = "default_key_env")]
-    pub api_key_env: String,
-    /// The endpoint takes no key (a local Ollama, vLLM...): none is sent or required.
-    #[serde(default)]
-    pub keyless: bool,
-    pub temperature: Option<f64>,
-    pub max_output_tokens: Option<u32>,
-    pub reasoning_effort: Option<String>,
-    /// Bounds the wait for the response head and for each piece of the stream.
-    #[serde(default = "default_timeout")]
-    pub request_timeout_secs: u64,
-    /// Extra request headers (literal values: a secret belongs in `api_key_env`).
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Requests per turn at most (429, 5xx, a cut or stalled stream are retried).
-    #[serde(default = "default_attempts")]
-    pub max_attempts: u32,
-    /// What the model sees of the conversation: the newest this many messages, and of
-    /// those about this many tokens (4 characters a token).
-    #[serde(default = "default_history_messages")]
-    pub history_messages: usize,
-    #[serde(default = "default_history_tokens")]
-    pub history_tokens: usize,
-}
-
-fn default_base_url() -> String {
-    "https://api.openai.com/v1".into()
-}
-fn default_key_env() -> String {
-    "OPENAI_API_KEY".into()
-}
-fn default_timeout() -> u64 {
-    120
-}
-fn default_attempts() -> u32 {
-    4
-}
-fn default_history_messages() -> usize {
-    50
-}
-fn default_history_tokens() -> usize {
-    8000
-}
-
-impl OpenAiSection {
-    /// The model `model` at `OPENAI_BASE_URL` (else OpenAI) with the key in
-    /// `OPENAI_API_KEY`, as the official SDKs read them: `dev --model openai:<model>`. An
-    /// endpoint named by `OPENAI_BASE_URL` with no `OPENAI_API_KEY` is taken as keyless.
-    pub fn from_env(model: &str) -> Self {
-        let base_url = std::env::var("OPENAI_BASE_URL").ok().filter(|u| !u.trim().is_empty());
-        let has_key = std::env::var("OPENAI_API_KEY").is_ok_and(|k| !k.trim().is_empty());
-        Self {
-            kind: "openai".into(),
-            keyless: base_url.is_some() && !has_key,
-            base_url: base_url.unwrap_or_else(default_base_url),
-            model: model.into(),
-            api_key_env: default_key_env(),
-            temperature: None,
-            max_output_tokens: None,
-            reasoning_effort: None,
-            request_timeout_secs: default_timeout(),
-            headers: BTreeMap::new(),
-            max_attempts: default_attempts(),
-            history_messages: default_history_messages(),
-            history_tokens: default_history_tokens(),
-        }
-    }
-
-    /// The key, from the environment (`None` when keyless); an unset variable is an error
-    /// naming it.
-    pub fn api_key(&self, name: &str) -> Result<Option<String>, ConfigError> {
-        if self.keyless {
-            return Ok(None);
-        }
-        match std::env::var(&self.api_key_env) {
-            Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_string())),
-            _ => Err(ConfigError(format!(
-                "`models.{name}`: the API key variable `{}` is not set (`api_key_env`); set it, or `keyless = true` \
-                 for an endpoint that takes no key",
-                self.api_key_env
-            ))),
-        }
-    }
-
-    /// The provider's settings, checked; `instructions` is `[agent] instructions`.
-    pub fn settings(&self, name: &str, instructions: Option<&str>) -> Result<OpenAiSettings, ConfigError> {
-        let err = |key: &str, why: String| ConfigError(format!("`models.{name}.{key}` {why}"));
-        let url = url::Url::parse(&self.base_url).map_err(|e| err("base_url", format!("is not a URL: {e}")))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(err("base_url", format!("= `{}` must be an http or https URL", self.base_url)));
-        }
-        if self.model.trim().is_empty() {
-            return Err(err("model", "is empty: name the model the endpoint serves".into()));
-        }
-        if let Some(t) = self.temperature.filter(|t| !(0.0..=2.0).contains(t)) {
-            return Err(err("temperature", format!("= {t} must be between 0 and 2")));
-        }
-        if self.request_timeout_secs == 0 {
-            return Err(err("request_timeout_secs", "must be at least 1".into()));
-        }
-        if !(1..=10).contains(&self.max_attempts) {
-            return Err(err("max_attempts", format!("= {} must be between 1 and 10", self.max_attempts)));
-        }
-        if self.history_messages == 0 {
-            return Err(err("history_messages", "must be at least 1 (the turn's own message)".into()));
-        }
-        Ok(OpenAiSettings {
-            name: name.into(),
-            base_url: self.base_url.trim_end_matches('/').into(),
-            model: self.model.clone(),
-            api_key: self.api_key(name)?,
-            temperature: self.temperature,
-            max_output_tokens: self.max_output_tokens,
-            reasoning_effort: self.reasoning_effort.clone().filter(|e| !e.is_empty()),
-            request_timeout: Duration::from_secs(self.request_timeout_secs),
-            headers: self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            max_attempts: self.max_attempts,
-            history_messages: self.history_messages,
-            history_tokens: self.history_tokens,
-            instructions: instructions.map(String::from),
-        })
     }
 }

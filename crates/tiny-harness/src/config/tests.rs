@@ -87,8 +87,13 @@ fn openai_models_are_checked_naming_the_key_and_their_keys_are_redacted() {
     };
     let err = load("[models.gpt]\nmodel = \"x\"\n").unwrap_err().to_string();
     assert!(err.contains("`models.gpt` needs `kind`"), "{err}");
-    let err = load("[models.gpt]\nkind = \"anthropic\"\nmodel = \"x\"\n").unwrap_err().to_string();
-    assert!(err.contains("`models.gpt.kind` = \"anthropic\" is not a kind"), "{err}");
+    // A kind no factory builds is refused when the harness is built (a host may add kinds).
+    let unknown = load("[agent]\nmodel = \"gpt\"\n[models.gpt]\nkind = \"bedrock\"\nmodel = \"x\"\n").unwrap();
+    let err = crate::Harness::new(unknown).err().expect("refused").to_string();
+    assert!(
+        err.contains("`models.gpt.kind` = \"bedrock\" is not a kind this harness has (expected one of \"openai\""),
+        "{err}"
+    );
     let err = load("[models.echo]\nkind = \"openai\"\nmodel = \"x\"\n").unwrap_err().to_string();
     assert!(err.contains("`models.echo` is a built-in model's name"), "{err}");
     let err = load("[models.gpt]\nkind = \"openai\"\nmodel = \"x\"\ntemprature = 1\n").unwrap_err().to_string();
@@ -105,12 +110,13 @@ fn openai_models_are_checked_naming_the_key_and_their_keys_are_redacted() {
     assert!(err.contains("`models.gpt`: the API key variable `TINY_HARNESS_TEST_KEY_17` is not set"), "{err}");
     unsafe { std::env::set_var(var, "sk-unit-test-key") };
     assert!(config.secret_values().contains(&"sk-unit-test-key".to_string()), "the key is redacted");
-    let settings = config.models.openai["gpt"].settings("gpt", Some("Be kind.")).unwrap();
+    let section = |c: &Config| OpenAiSection::from_table("gpt", &c.models.named["gpt"]).unwrap();
+    let settings = section(&config).settings("gpt", Some("Be kind.")).unwrap();
     assert_eq!(settings.api_key.as_deref(), Some("sk-unit-test-key"));
     assert_eq!((settings.base_url.as_str(), settings.max_attempts), ("https://api.openai.com/v1", 4));
     unsafe { std::env::remove_var(var) };
 
-    let mut bad = config.models.openai["gpt"].clone();
+    let mut bad = section(&config);
     bad.keyless = true;
     bad.temperature = Some(3.0);
     let err = bad.settings("gpt", None).unwrap_err().to_string();

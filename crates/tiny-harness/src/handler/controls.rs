@@ -4,8 +4,8 @@
 
 use super::access::Caller;
 use a2a_types::{A2AError, Message};
+use harness_agent::commands::CommandRegistry;
 use harness_workflow::ItemKind;
-use harness_workflow::commands::CommandRegistry;
 
 use super::envelope::{self, Envelope, invalid_envelope};
 use crate::card::EVENT_MEDIA_TYPE;

@@ -40,10 +40,10 @@ use a2a_types::{
     ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
     SendMessageResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskPushNotificationConfigRef,
 };
+use harness_agent::redaction::Redactor;
 use harness_push::Pusher;
 use harness_store::{Store, TaskRow};
 use harness_workflow::Lifecycle;
-use harness_workflow::redaction::Redactor;
 use std::sync::Arc;
 
 /// How this agent's tasks are started (every workflow's [`harness_workflow::TaskInput`]).
@@ -65,9 +65,9 @@ pub(crate) struct TaskSettings {
     /// The id this agent has as a participant.
     pub agent_id: String,
     /// The provider of `model`, when this process knows it (it says what its turns need).
-    pub provider: Option<Arc<dyn harness_workflow::models::ModelProvider>>,
+    pub provider: Option<Arc<dyn harness_agent::models::ModelProvider>>,
     /// Every configured model, by name: a trusted brief may pick one (S21).
-    pub models: harness_workflow::models::ModelRegistry,
+    pub models: harness_agent::models::ModelRegistry,
     /// `server.delegators` (S21).
     pub delegators: Vec<String>,
     /// `store.backstop_ms`: a caught-up reader's longest wait without a wake-up.
@@ -91,7 +91,7 @@ pub struct HarnessHandler {
     /// and reads come from the store.
     pub(crate) health: Arc<crate::supervise::Health>,
     /// The slash commands (S9), frozen with the harness.
-    pub(crate) commands: harness_workflow::commands::CommandRegistry,
+    pub(crate) commands: harness_agent::commands::CommandRegistry,
     /// The host's policy points (S9), when it gave a policy.
     pub(crate) policy: Option<Arc<dyn Policy>>,
 }

@@ -9,17 +9,19 @@
 pub mod conformance;
 mod echo;
 pub mod openai;
+mod openai_kind;
 mod scripted;
 
 pub use conformance::ConformanceModel;
 pub use echo::EchoModel;
 pub use openai::{OpenAiModel, OpenAiSettings};
+pub use openai_kind::{OpenAiKind, OpenAiSection};
 pub use scripted::{ScriptedModel, ScriptedReply};
 
-use a2a_types::{Artifact, Message, TaskState};
+use a2a_types::{Artifact, Message};
 use futures::stream::BoxStream;
-use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+pub use harness_workflow::{Finish, TokenUsage};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// What a provider is asked: one turn of a conversation.
@@ -43,17 +45,6 @@ pub struct ModelError {
     pub retryable: bool,
 }
 
-/// How a turn ends when the provider says so; otherwise the task's lifecycle decides
-/// (INPUT_REQUIRED for a conversation, COMPLETED for one-shot).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Finish {
-    /// COMPLETED, INPUT_REQUIRED, REJECTED or FAILED.
-    pub state: TaskState,
-    /// The final status message; the reply text when `None`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
 /// What a provider produces.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ModelEvent {
@@ -69,32 +60,6 @@ pub enum ModelEvent {
     Restart { reason: String },
     /// Tokens the turn used, as the endpoint counted them.
     Usage(TokenUsage),
-}
-
-/// Token usage of a turn (or, summed, of a task).
-/// camelCase on the wire (issue 28); histories and stores from before it spell the keys in
-/// snake_case, which are still read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenUsage {
-    #[serde(alias = "prompt_tokens")]
-    pub prompt_tokens: u64,
-    #[serde(alias = "completion_tokens")]
-    pub completion_tokens: u64,
-    /// Of the completion tokens, those spent reasoning, where the endpoint says.
-    #[serde(default, alias = "reasoning_tokens")]
-    pub reasoning_tokens: u64,
-}
-
-impl TokenUsage {
-    /// This usage with `other` added.
-    pub fn plus(self, other: TokenUsage) -> TokenUsage {
-        TokenUsage {
-            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
-            completion_tokens: self.completion_tokens + other.completion_tokens,
-            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
-        }
-    }
 }
 
 /// A stream of model events.
@@ -172,6 +137,111 @@ impl ModelRegistry {
         let mut n: Vec<String> = self.providers.keys().cloned().collect();
         n.sort();
         n
+    }
+}
+
+/// What a [`ProviderFactory`] knows besides its table.
+#[derive(Clone, Copy, Debug)]
+pub struct ProviderContext<'a> {
+    /// The model's name (`[models.<name>]`), for messages.
+    pub name: &'a str,
+    /// The agent's system prompt (`[agent] instructions`).
+    pub instructions: Option<&'a str>,
+}
+
+/// Builds the providers of one `kind`: a `[models.<name>]` table with `kind = "<kind>"`
+/// becomes a provider registered under `<name>`. Adding a provider kind is one factory
+/// (registered in [`ProviderKinds::built_in`], or by a host through the harness builder);
+/// neither the config nor the harness names providers.
+pub trait ProviderFactory: Send + Sync {
+    /// The `kind` this factory builds.
+    fn kind(&self) -> &'static str;
+
+    /// Checks the table and builds the provider; the error names `models.<name>` and the
+    /// key that is wrong.
+    fn build(&self, table: &toml::Table, ctx: &ProviderContext<'_>) -> Result<Arc<dyn ModelProvider>, String>;
+
+    /// Checks the table's keys and values without reading the environment or building
+    /// anything (a config file is checked when it is read; a missing API key is an error of
+    /// [`ProviderFactory::build`]).
+    fn check(&self, _name: &str, _table: &toml::Table) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The secret values the table leads to (an API key read from the environment): they
+    /// are redacted wherever they would appear (S4).
+    fn secrets(&self, _name: &str, _table: &toml::Table) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The provider kinds a harness builds models of, by `kind`.
+#[derive(Clone)]
+pub struct ProviderKinds {
+    factories: BTreeMap<&'static str, Arc<dyn ProviderFactory>>,
+}
+
+impl ProviderKinds {
+    /// The kinds this crate ships: `openai`.
+    pub fn built_in() -> Self {
+        let mut kinds = Self { factories: BTreeMap::new() };
+        kinds.register(Arc::new(OpenAiKind));
+        kinds
+    }
+
+    /// Adds a kind (or replaces the factory of one).
+    pub fn register(&mut self, factory: Arc<dyn ProviderFactory>) {
+        self.factories.insert(factory.kind(), factory);
+    }
+
+    pub fn get(&self, kind: &str) -> Option<&Arc<dyn ProviderFactory>> {
+        self.factories.get(kind)
+    }
+
+    /// The kinds, sorted.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.factories.keys().copied().collect()
+    }
+
+    /// The provider a `[models.<name>]` table asks for; the error names the table and, for
+    /// an unknown kind, the kinds there are.
+    pub fn build(&self, table: &toml::Table, ctx: &ProviderContext<'_>) -> Result<Arc<dyn ModelProvider>, String> {
+        let kind = table_kind(ctx.name, table)?;
+        let factory = self.get(kind).ok_or_else(|| {
+            let known = self.kinds().iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(", ");
+            format!("`models.{}.kind` = \"{kind}\" is not a kind this harness has (expected one of {known})", ctx.name)
+        })?;
+        factory.build(table, ctx)
+    }
+
+    /// Checks a table of a kind this registry has ([`ProviderFactory::check`]); a kind it
+    /// does not have is left for [`ProviderKinds::build`] (a host may add it).
+    pub fn check(&self, name: &str, table: &toml::Table) -> Result<(), String> {
+        match self.get(table_kind(name, table)?) {
+            Some(factory) => factory.check(name, table),
+            None => Ok(()),
+        }
+    }
+
+    /// The secret values every table of `models` leads to.
+    pub fn secrets<'a>(&self, models: impl IntoIterator<Item = (&'a String, &'a toml::Table)>) -> Vec<String> {
+        models
+            .into_iter()
+            .filter_map(|(name, table)| {
+                let kind = table_kind(name, table).ok()?;
+                Some(self.get(kind)?.secrets(name, table))
+            })
+            .flatten()
+            .collect()
+    }
+}
+
+/// A table's `kind`; the error names the table.
+fn table_kind<'t>(name: &str, table: &'t toml::Table) -> Result<&'t str, String> {
+    match table.get("kind") {
+        Some(toml::Value::String(kind)) => Ok(kind),
+        Some(_) => Err(format!("`models.{name}.kind` must be a string")),
+        None => Err(format!("`models.{name}` needs `kind`")),
     }
 }
 

@@ -134,11 +134,7 @@ impl CommandRegistry {
     }
 }
 
-/// `/delegate`'s arguments: the agent id, then the brief (trimmed).
-pub fn delegate_args(args: &str) -> (&str, &str) {
-    let (agent, brief) = args.trim().split_once(char::is_whitespace).unwrap_or((args.trim(), ""));
-    (agent, brief.trim())
-}
+pub use harness_workflow::delegate_args;
 
 /// `/status`: the task as its dispatcher sees it.
 fn status(ctx: &CommandContext) -> String {

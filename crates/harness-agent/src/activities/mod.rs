@@ -1,5 +1,8 @@
 //! The activities of `TaskWorkflow`. Names are pinned (`name = ..`): a rename breaks
-//! recorded histories. One file per activity; this file only registers them.
+//! recorded histories, and each must be the name and types of its marker in
+//! `harness_workflow::activity` (the workflow starts activities by those; the test below
+//! fails to compile when the types part and fails when a name does). One file per
+//! activity; this file only registers them.
 
 mod call_model;
 mod emit_event;
@@ -131,5 +134,27 @@ impl Activities {
         input: RemoteCancel,
     ) -> Result<(), ActivityError> {
         self.remotes()?.cancel(input).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Activities;
+    use harness_workflow::activity;
+    use temporalio_common::ActivityDefinition;
+
+    /// The workflow's marker and the registered implementation: same name, same types.
+    fn same<A: ActivityDefinition, B: ActivityDefinition<Input = A::Input, Output = A::Output>>(a: A, b: B) {
+        assert_eq!(a.name(), b.name());
+    }
+
+    #[test]
+    fn every_marker_the_workflow_starts_is_an_activity_this_worker_registers() {
+        same(activity::EmitEvent, Activities::emit_event);
+        same(activity::CallModel, Activities::call_model);
+        same(activity::RunCommand, Activities::run_command);
+        same(activity::RemoteSendBrief, Activities::remote_send);
+        same(activity::RemoteObserve, Activities::remote_observe);
+        same(activity::RemoteCancelTask, Activities::remote_cancel);
     }
 }

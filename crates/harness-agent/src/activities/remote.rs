@@ -163,12 +163,12 @@ impl Remotes {
             })),
             Binding::Rest => {
                 let base = endpoint.url.trim_end_matches('/');
-                let id = params["id"].as_str().unwrap_or_default();
-                match method {
-                    "SendMessage" => self.http.post(format!("{base}/message:send")).json(&params),
-                    "GetTask" => self.http.get(format!("{base}/tasks/{id}")),
-                    "CancelTask" => self.http.post(format!("{base}/tasks/{id}:cancel")).json(&serde_json::json!({})),
-                    other => return Err(fatal(format!("no REST call for {other}"))),
+                let (verb, path) = a2a_server::Operation::named(method)
+                    .and_then(|op| op.rest_request(&params))
+                    .ok_or_else(|| fatal(format!("no REST request for {method} with these params")))?;
+                match verb {
+                    "GET" => self.http.get(format!("{base}{path}")),
+                    _ => self.http.post(format!("{base}{path}")).json(&params),
                 }
             }
         };
@@ -224,14 +224,14 @@ impl Remotes {
             .await?
             .map_err(|e| fatal(format!("agent `{}` refused the brief: {}", agent.id, e.message)))?;
         let (remote_task_id, seen) = match serde_json::from_value::<StreamResponse>(result.clone()) {
-            Ok(StreamResponse::Task(task)) => (task.id.clone(), observe(&task)),
+            Ok(StreamResponse::Task(task)) => (task.id.clone(), Observation::of(&task)),
             // An agent that answers with a message has answered: the sub-task is done.
             Ok(StreamResponse::Message(m)) => (
                 m.task_id.clone(),
                 Observation { state: TaskState::Completed, message: Some(m), artifacts: Vec::new() },
             ),
             _ => match serde_json::from_value::<Task>(result) {
-                Ok(task) => (task.id.clone(), observe(&task)),
+                Ok(task) => (task.id.clone(), Observation::of(&task)),
                 Err(e) => {
                     return Err(fatal(format!(
                         "agent `{}` answered the brief with neither task nor message: {e}",
@@ -265,7 +265,7 @@ impl Remotes {
             // An agent that neither pushes nor streams (or refused the subscription) is read
             // every POLL_EVERY until it changes.
             let deadline = tokio::time::Instant::now() + SUBSCRIBE_FOR;
-            while !changed(&input.seen, &now) && tokio::time::Instant::now() < deadline {
+            while !input.seen.changed(&now) && tokio::time::Instant::now() < deadline {
                 tokio::select! {
                     _ = tokio::time::sleep(POLL_EVERY) => {}
                     _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
@@ -285,7 +285,7 @@ impl Remotes {
             .map_err(|e| fatal(format!("agent `{}`: GetTask {id}: {}", agent.id, e.message)))?;
         let task: Task = serde_json::from_value(result)
             .map_err(|e| fatal(format!("agent `{}`: GetTask {id} answered no task: {e}", agent.id)))?;
-        Ok(observe(&task))
+        Ok(Observation::of(&task))
     }
 
     /// Reads the task, and while it is as `seen`, subscribes: each burst of events wakes a
@@ -301,14 +301,19 @@ impl Remotes {
     ) -> Result<Option<Observation>, ActivityError> {
         let id = &input.remote_task_id;
         let now = self.get(agent, endpoint, id).await?;
-        if changed(&input.seen, &now) {
+        if input.seen.changed(&now) {
             return Ok(Some(now));
         }
         let request = match endpoint.binding {
             Binding::JsonRpc => self.http.post(&endpoint.url).json(&serde_json::json!({
                 "jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": id},
             })),
-            Binding::Rest => self.http.get(format!("{}/tasks/{id}:subscribe", endpoint.url.trim_end_matches('/'))),
+            Binding::Rest => {
+                let (_, path) = a2a_server::Operation::named("SubscribeToTask")
+                    .and_then(|op| op.rest_request(&serde_json::json!({"id": id})))
+                    .ok_or_else(|| fatal("no REST request for SubscribeToTask".into()))?;
+                self.http.get(format!("{}{path}", endpoint.url.trim_end_matches('/')))
+            }
         };
         let response = self
             .request(agent, request)
@@ -356,7 +361,7 @@ impl Remotes {
             // The rest of the burst, then one read.
             while let Ok(Some(Ok(_))) = tokio::time::timeout(BURST, events.next()).await {}
             let now = self.get(agent, endpoint, id).await?;
-            if changed(&input.seen, &now) {
+            if input.seen.changed(&now) {
                 return Ok(Some(now));
             }
         }
@@ -415,59 +420,6 @@ fn endpoint(agent: &str, card: &AgentCard) -> Result<Endpoint, ActivityError> {
         }
     };
     Ok(Endpoint { url: interface.url.clone(), binding })
-}
-
-/// A remote task as an observation: its state, its status message and artifacts.
-fn observe(task: &Task) -> Observation {
-    Observation { state: task.status.state, message: task.status.message.clone(), artifacts: task.artifacts.clone() }
-}
-
-/// Whether a look saw something the stand-in has not mirrored: another state, another
-/// status message, other artifacts.
-fn changed(seen: &Observation, now: &Observation) -> bool {
-    now.state != seen.state
-        || now.artifacts != seen.artifacts
-        || now.message.as_ref().map(|m| &m.parts) != seen.message.as_ref().map(|m| &m.parts)
-}
-
-/// Folds a stream event into what is known of the remote task. A status update carrying a
-/// user's message (a channel's echo of what was sent) is not the agent's status.
-pub(crate) fn fold(now: &mut Observation, event: StreamResponse) {
-    match event {
-        StreamResponse::Task(task) => *now = observe(&task),
-        StreamResponse::StatusUpdate(update) => {
-            if update.status.message.as_ref().is_some_and(|m| m.role == a2a_types::Role::User) {
-                return;
-            }
-            now.state = update.status.state;
-            if update.status.message.is_some() || update.status.state.is_final() {
-                now.message = update.status.message;
-            }
-        }
-        StreamResponse::ArtifactUpdate(update) => {
-            let artifact = update.artifact;
-            match now.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
-                Some(existing) if update.append => existing.parts.extend(artifact.parts),
-                Some(existing) => *existing = artifact,
-                None => now.artifacts.push(artifact),
-            }
-        }
-        StreamResponse::Message(m) => {
-            now.message = Some(m);
-        }
-    }
-}
-
-/// The text an observation answers with: its status message, else its artifacts' text.
-pub fn answer_text(seen: &Observation) -> String {
-    let text = |parts: &[Part]| parts.iter().filter_map(|p| p.text.clone()).collect::<Vec<_>>().join("");
-    if let Some(m) = &seen.message {
-        let t = text(&m.parts);
-        if !t.is_empty() {
-            return t;
-        }
-    }
-    seen.artifacts.iter().map(|a| text(&a.parts)).filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n")
 }
 
 /// A fresh random push token (32 bytes from the OS, hex).

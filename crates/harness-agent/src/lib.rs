@@ -1,0 +1,20 @@
+//! The agent runtime: what `TaskWorkflow`'s activities run. The model providers (D6) and
+//! the factories that build them from `[models.<name>]` by `kind`, the slash commands
+//! (S9), the remote A2A client a stand-in reaches its agent with (issue 19), the redaction
+//! applied to every message before it reaches the workflow (S4), and [`Activities`], the
+//! worker's registration of them all.
+//!
+//! Owns: every side effect of a task but its HTTP surface and its store. Must never: make a
+//! decision about a task's lifecycle (harness-workflow does), or rename an activity
+//! (harness-workflow's `activity` markers pin the names recorded histories hold).
+
+pub mod activities;
+pub mod commands;
+pub mod models;
+pub mod redaction;
+
+pub use activities::Activities;
+
+// The workflow's boundary types, as `crate::` paths for the modules moved out of it.
+#[allow(unused_imports)]
+pub(crate) use harness_workflow::*;
