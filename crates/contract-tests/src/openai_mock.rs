@@ -17,6 +17,13 @@
 //! | `unauthorized` | 401 whose error text quotes the key it was given |
 //! | `bad-request` | 400 with an OpenAI error body |
 //! | `malformed` | a chunk that is not JSON |
+//!
+//! Tool calls (issue 29): a request that offers `tools` whose newest user message has lines
+//! `@call <tool> <json arguments>` is answered, in its first round, with those calls streamed
+//! as `tool_calls` deltas (all in one response, each call's arguments split across three
+//! chunks, ids `call_<round>_<n>`, finish reason `tool_calls`); with `@loop` in the message
+//! every round calls them again. A later round answers the text `Tools said: ` and the
+//! contents of the newest round's `tool` messages joined by ` | `.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -126,6 +133,56 @@ fn usage() -> String {
     format!("data: {c}\n\ndata: [DONE]\n\n")
 }
 
+/// The answer to a request that offers tools (see the module's table).
+fn tool_answer(body: &Value, last_user: &str) -> String {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let since_user = messages.iter().rposition(|m| m["role"] == "user").map_or(0, |i| i + 1);
+    let rounds = messages[since_user..].iter().filter(|m| m["tool_calls"].is_array()).count();
+    let frame = |delta: Value, finish: Value| {
+        let c = json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "model": "mock",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    };
+    if rounds == 0 || last_user.contains("@loop") {
+        let calls: Vec<(String, String)> = last_user
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("@call "))
+            .filter_map(|l| l.split_once(' ').map(|(n, a)| (n.to_string(), a.trim().to_string())))
+            .collect();
+        let mut out = frame(json!({"role": "assistant", "content": null}), Value::Null);
+        for (i, (name, _)) in calls.iter().enumerate() {
+            let head = json!({"index": i, "id": format!("call_{rounds}_{i}"), "type": "function",
+                "function": {"name": name, "arguments": ""}});
+            out.push_str(&frame(json!({"tool_calls": [head]}), Value::Null));
+        }
+        // The arguments in three pieces each, the calls' pieces interleaved.
+        let pieces = |a: &str| {
+            let chars: Vec<char> = a.chars().collect();
+            let third = chars.len().div_ceil(3).max(1);
+            chars.chunks(third).map(|c| c.iter().collect::<String>()).collect::<Vec<_>>()
+        };
+        let split: Vec<Vec<String>> = calls.iter().map(|(_, a)| pieces(a)).collect();
+        for k in 0..3 {
+            for (i, p) in split.iter().enumerate() {
+                if let Some(piece) = p.get(k) {
+                    let d = json!({"index": i, "function": {"arguments": piece}});
+                    out.push_str(&frame(json!({"tool_calls": [d]}), Value::Null));
+                }
+            }
+        }
+        out.push_str(&frame(json!({}), json!("tool_calls")));
+        out.push_str(&usage());
+        return out;
+    }
+    let last_round = messages.iter().rposition(|m| m["tool_calls"].is_array()).unwrap_or(0);
+    let said: Vec<&str> =
+        messages[last_round..].iter().filter(|m| m["role"] == "tool").filter_map(|m| m["content"].as_str()).collect();
+    let mut out = chunk("Tools said: ");
+    out.push_str(&chunk(&said.join(" | ")));
+    out.push_str(&usage());
+    out
+}
+
 fn error(status: StatusCode, message: &str, headers: &[(&'static str, &str)]) -> Response {
     let body = json!({"error": {"message": message, "type": "invalid_request_error", "code": null}});
     let mut r = (status, axum::Json(body)).into_response();
@@ -161,6 +218,9 @@ async fn completions(
         .and_then(|m| m["content"].as_str())
         .unwrap_or("")
         .to_string();
+    if body.get("tools").is_some() && last_user.contains("@call") {
+        return sse(Body::from(tool_answer(&body, &last_user)));
+    }
     let word = WORDS.iter().copied().find(|w| last_user.contains(w)).unwrap_or("");
     let first = {
         let mut counts = shared.counts.lock().unwrap();

@@ -12,6 +12,7 @@ pub mod activities;
 pub mod commands;
 pub mod models;
 pub mod redaction;
+pub mod tools;
 
 pub use activities::Activities;
 

@@ -7,7 +7,7 @@
 
 use crate::{
     CommandContext, CommandReply, EmitInput, ModelReply, ModelTurn, Observation, RemoteCancel, RemoteLook, RemoteSend,
-    RemoteStarted,
+    RemoteStarted, ToolInvocation, ToolResult,
 };
 use temporalio_common::ActivityDefinition;
 
@@ -50,4 +50,9 @@ activity!(
 activity!(
     /// Cancels a remote task (a cancelled parent's open sub-task, issue 19).
     RemoteCancelTask = "remote_cancel", RemoteCancel => ()
+);
+activity!(
+    /// Runs one tool call the model asked for (issue 29); a failing tool answers an error
+    /// result, never a failed activity.
+    InvokeTool = "invoke_tool", ToolInvocation => ToolResult
 );

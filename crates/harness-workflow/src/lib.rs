@@ -9,6 +9,7 @@
 //! replaying).
 
 pub mod activity;
+mod join;
 mod refusal;
 mod types;
 mod workflow;
@@ -97,5 +98,14 @@ pub fn delegate_args(args: &str) -> (&str, &str) {
 pub const AWAITING_NEXT_MESSAGE: &str = "awaiting-next-message";
 /// Substate of a task in participant mode, waiting for its assignee (S22).
 pub const AWAITING_ASSIGNEE: &str = "awaiting-assignee";
+/// Substate of a turn while the tools its model asked for run (issue 29).
+pub const CALLING_TOOLS: &str = "calling-tools";
+
+/// Metadata key of a turn's tool call on its WORKING status update (issue 29):
+/// `{"callId", "name", "phase": "call"|"result", "arguments", "outcome", "durationMs"}`.
+pub fn tool_ext_key() -> String {
+    format!("{EXT_NS}/tool")
+}
+
 /// Substate of a parked task while a sub-task it delegated is open (issue 19).
 pub const AWAITING_SUBTASKS: &str = "awaiting-subtasks";

@@ -69,6 +69,9 @@ pub struct TaskInput {
     /// Set on a sub-task's stand-in (issue 19): the workflow follows a remote task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stand_in: Option<StandIn>,
+    /// How turns use tools (issue 29); a run started before takes the defaults.
+    #[serde(default)]
+    pub tools: ToolLimits,
 }
 
 /// When a task's run continues as new (`[agent] run_max_*`): Temporal caps each run at
@@ -315,6 +318,84 @@ pub struct ModelTurn {
     /// The task's reasoning effort, when its brief set one (S21).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// The model call's round within the turn (0 first; each round of tool calls adds one,
+    /// issue 29): its chunk keys are its own.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub round: u32,
+    /// The tool calls of this turn's earlier rounds and their results, in order: what the
+    /// model reads after the conversation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<ToolRound>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A tool call the model asked for (issue 29).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id of the call, which its result names.
+    pub id: String,
+    /// The tool's name as the model sees it.
+    pub name: String,
+    /// The arguments as the model wrote them (a JSON object's text, maybe malformed).
+    pub arguments: String,
+    /// Whether the tool may run again after a crash (set by `call_model` from the tool's
+    /// declaration, so the workflow's retry choice is in its history).
+    #[serde(default)]
+    pub idempotent: bool,
+}
+
+/// What a tool call gave back: its text for the model, or an error the model reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    /// The result's text (redacted, capped), or why it failed.
+    pub content: String,
+    pub is_error: bool,
+    /// The arguments, redacted and shortened, for clients to see.
+    #[serde(default)]
+    pub summary: String,
+    /// How long the call took, in milliseconds.
+    #[serde(default)]
+    pub duration_ms: u64,
+}
+
+/// One round of a turn's tool use: what the model said and asked, and each result in the
+/// order of the calls.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolRound {
+    /// Text the model wrote beside its calls (often none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    pub calls: Vec<ToolCall>,
+    pub results: Vec<ToolResult>,
+}
+
+/// `invoke_tool`'s input: one call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolInvocation {
+    pub task_id: String,
+    pub context_id: String,
+    pub turn: u32,
+    pub call: ToolCall,
+}
+
+/// How a task's turns use tools (`[agent]`, issue 29): carried in the workflow's input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolLimits {
+    /// Rounds of tool calls a turn may take before it ends saying so.
+    pub max_rounds: u32,
+    /// How long one call may run.
+    pub timeout_secs: u64,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self { max_rounds: 16, timeout_secs: 300 }
+    }
 }
 
 /// `call_model`'s result.
@@ -333,6 +414,10 @@ pub struct ModelReply {
     /// Tokens the turn used, when the provider said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
+    /// Tools the model asked to call before it answers (issue 29): the turn runs them and
+    /// calls the model again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// A participant of a task, as the task extension names it (EXTENSIONS.md, task).

@@ -186,6 +186,14 @@ pub struct AgentSection {
     pub answer_window: u32,
     /// The system prompt of the `openai` models.
     pub instructions: Option<String>,
+    /// Whether the model is offered tools (issue 29; docs/tools.md). `false` offers none.
+    pub tools: bool,
+    /// Rounds of tool calls one turn may take; past them the turn ends saying so.
+    pub max_tool_rounds: u32,
+    /// How long one tool call may run.
+    pub tool_timeout_secs: u64,
+    /// A tool's result longer than this is cut (the cut marked) before the model reads it.
+    pub max_tool_result_bytes: usize,
 }
 
 impl AgentSection {
@@ -220,6 +228,29 @@ impl AgentSection {
             messages: self.run_max_messages,
         })
     }
+
+    /// How turns use tools (issue 29), checked.
+    pub fn tool_limits(&self) -> Result<harness_workflow::ToolLimits, ConfigError> {
+        if !(1..=100).contains(&self.max_tool_rounds) {
+            return Err(ConfigError(format!(
+                "`agent.max_tool_rounds` = {} must be between 1 and 100 (set `agent.tools = false` to offer no tools)",
+                self.max_tool_rounds
+            )));
+        }
+        if !(1..=86_400).contains(&self.tool_timeout_secs) {
+            return Err(ConfigError(format!(
+                "`agent.tool_timeout_secs` = {} must be between 1 and 86400",
+                self.tool_timeout_secs
+            )));
+        }
+        if !(256..=1024 * 1024).contains(&self.max_tool_result_bytes) {
+            return Err(ConfigError(format!(
+                "`agent.max_tool_result_bytes` = {} must be between 256 and 1048576 (a result travels through Temporal)",
+                self.max_tool_result_bytes
+            )));
+        }
+        Ok(harness_workflow::ToolLimits { max_rounds: self.max_tool_rounds, timeout_secs: self.tool_timeout_secs })
+    }
 }
 
 impl Default for AgentSection {
@@ -236,6 +267,10 @@ impl Default for AgentSection {
             run_max_messages: harness_workflow::RunLimits::default().messages,
             answer_window: 50,
             instructions: None,
+            tools: true,
+            max_tool_rounds: harness_workflow::ToolLimits::default().max_rounds,
+            tool_timeout_secs: harness_workflow::ToolLimits::default().timeout_secs,
+            max_tool_result_bytes: 16 * 1024,
         }
     }
 }

@@ -91,6 +91,8 @@ pub(crate) struct Inner {
     models: ModelRegistry,
     /// The provider kinds the models were built by (their secrets are redacted).
     kinds: ProviderKinds,
+    /// The tools the model may call (issue 29), frozen at build.
+    tools: harness_agent::tools::ToolRegistry,
     /// The slash commands, frozen when the harness was built (S9).
     commands: CommandRegistry,
     policy: Option<Arc<dyn crate::handler::Policy>>,
@@ -105,6 +107,7 @@ pub struct HarnessBuilder {
     commands: harness_agent::commands::CommandRegistryBuilder,
     policy: Option<Arc<dyn crate::handler::Policy>>,
     kinds: ProviderKinds,
+    tools: harness_agent::tools::ToolRegistryBuilder,
 }
 
 impl HarnessBuilder {
@@ -136,6 +139,49 @@ impl HarnessBuilder {
         self
     }
 
+    /// Registers a host tool the model may call (issue 29): `name` (1 to 64 of `a-z A-Z 0-9
+    /// _ -`), what it does, a JSON Schema of its arguments object, and the handler, which
+    /// gets the call's context and arguments that passed the schema and answers the text the
+    /// model reads (`Err`: the tool's error, which the model reads too). A tool registered
+    /// with [`HarnessBuilder::idempotent_tool`] is retried after a failure or a crash; this
+    /// one is attempted once. A bad or repeated name or a schema that does not compile is
+    /// the build's error.
+    pub fn tool(
+        self,
+        name: &str,
+        description: &str,
+        input_schema: serde_json::Value,
+        handler: impl harness_agent::tools::ToolHandler,
+    ) -> Self {
+        self.add_tool(name, description, input_schema, false, handler)
+    }
+
+    /// [`HarnessBuilder::tool`] for a tool that may run more than once for one call (a
+    /// read, or a write keyed by the call): it is retried.
+    pub fn idempotent_tool(
+        self,
+        name: &str,
+        description: &str,
+        input_schema: serde_json::Value,
+        handler: impl harness_agent::tools::ToolHandler,
+    ) -> Self {
+        self.add_tool(name, description, input_schema, true, handler)
+    }
+
+    fn add_tool(
+        mut self,
+        name: &str,
+        description: &str,
+        input_schema: serde_json::Value,
+        idempotent: bool,
+        handler: impl harness_agent::tools::ToolHandler,
+    ) -> Self {
+        let spec = harness_agent::tools::ToolSpec { name: name.into(), description: description.into(), input_schema };
+        let tool = harness_agent::tools::HostTool::new(spec, idempotent, handler);
+        self.tools = self.tools.register(Arc::new(tool));
+        self
+    }
+
     /// Adds a model provider kind: each `[models.<name>]` with `kind = "<its kind>"` is
     /// built by `factory` (D6). The built-in kinds (`openai`) are there already; a factory of
     /// the same kind replaces one.
@@ -154,6 +200,9 @@ impl HarnessBuilder {
     pub fn build(self) -> Result<Harness, crate::ConfigError> {
         let config = self.config;
         let models = models(&config, &self.kinds)?;
+        let tools = self.tools.try_build().map_err(crate::ConfigError)?;
+        // `agent.tools = false`: the model is offered none.
+        let tools = if config.agent.tools { tools } else { Default::default() };
         crate::config::check_agents(&config.agents)?;
         if config.temporal.mode == crate::config::TemporalMode::Remote {
             config.temporal.auth()?;
@@ -161,6 +210,7 @@ impl HarnessBuilder {
         let delegates = config.agents.iter().map(|a| a.id.clone()).collect();
         let commands = self.commands.delegation(delegates).try_build().map_err(crate::ConfigError)?;
         config.agent.run_limits()?;
+        config.agent.tool_limits()?;
         let prefix = config.prefix();
         let public_url = config.public_url()?;
         let card = crate::card::build(
@@ -193,6 +243,7 @@ impl HarnessBuilder {
                 running: tokio::sync::Mutex::new(None),
                 models,
                 kinds: self.kinds,
+                tools,
                 commands,
                 policy: self.policy,
                 config,
@@ -215,6 +266,7 @@ impl Harness {
             commands: CommandRegistry::builder(),
             policy: None,
             kinds: ProviderKinds::built_in(),
+            tools: harness_agent::tools::ToolRegistry::builder(),
         }
     }
 
@@ -291,8 +343,10 @@ impl Harness {
             };
             p.spawn_sweeper(config.temporal.task_queue.clone(), first)
         });
+        let redactor = Arc::new(Redactor::new(config.secret_values_with(&self.inner.kinds)));
         let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone())
-            .with_commands(self.inner.commands.clone());
+            .with_commands(self.inner.commands.clone())
+            .with_tools(self.inner.tools.clone(), redactor, config.agent.max_tool_result_bytes);
         let activities = match self.remotes() {
             Some(remotes) => {
                 let check = remotes.clone();
@@ -381,6 +435,7 @@ impl Harness {
                 answer_window: config.agent.answer_window,
                 // Checked by HarnessBuilder::build.
                 run_limits: config.agent.run_limits().unwrap_or_default(),
+                tool_limits: config.agent.tool_limits().unwrap_or_default(),
                 agent_id: config.agent.id.clone(),
                 provider,
                 models: self.inner.models.clone(),

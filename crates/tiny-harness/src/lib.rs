@@ -20,6 +20,7 @@ pub use config::{Config, ConfigError, GrpcCompression, TemporalMode};
 pub use handler::{ENVELOPE_SCHEMA, ParticipantResolver, Policy, PolicyDecision, PolicyPoint, PolicyRequest};
 pub use handler::{HarnessHandler, StopAt};
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunningHarness, running_harness};
+pub use harness_agent::tools::{Tool, ToolContext, ToolHandler, ToolSpec};
 pub use harness_workflow::CommandContext;
 pub use hosting::{MONITOR_PATH, OPENAPI_PATH, PUSH_REFUSAL_FLOOR, RouteOptions, UI_PATH, harness_router};
 pub use worker::{Shutdown, connect as connect_temporal, connect_with as connect_temporal_with, spawn_worker_thread};

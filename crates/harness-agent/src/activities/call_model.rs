@@ -27,6 +27,7 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 pub(super) async fn run(
     store: &Store,
     models: &ModelRegistry,
+    tools: &crate::tools::ToolRegistry,
     ctx: &ActivityContext,
     input: ModelTurn,
 ) -> Result<ModelReply, ActivityError> {
@@ -41,6 +42,8 @@ pub(super) async fn run(
         history: for_the_model(conversation(store, provider.history_window(), &input).await?),
         turn: input.turn,
         reasoning_effort: input.reasoning_effort.clone(),
+        tools: tools.specs(),
+        exchanges: input.exchanges.clone(),
     };
     let instant = provider.is_instant();
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
@@ -101,6 +104,11 @@ pub(super) async fn run(
             Some(ModelEvent::Usage(usage)) => {
                 out.reply.usage = Some(out.reply.usage.unwrap_or_default().plus(usage));
             }
+            Some(ModelEvent::ToolCall(mut call)) => {
+                // Whether it may run again is the registry's word, recorded in the reply.
+                call.idempotent = tools.idempotent(&call.name);
+                out.reply.tool_calls.push(call);
+            }
             None => break,
         }
     }
@@ -155,7 +163,13 @@ struct Output<'a> {
 
 impl<'a> Output<'a> {
     fn new(turn: &'a ModelTurn, attempt: u32) -> Self {
-        let key = if attempt > 1 { format!("turn-{}-try-{attempt}", turn.turn) } else { format!("turn-{}", turn.turn) };
+        // A later round of the turn (after tool calls, issue 29) has keys of its own.
+        let round = if turn.round > 0 { format!("-round-{}", turn.round) } else { String::new() };
+        let key = if attempt > 1 {
+            format!("turn-{}{round}-try-{attempt}", turn.turn)
+        } else {
+            format!("turn-{}{round}", turn.turn)
+        };
         Self { turn, reply: ModelReply::default(), pending: None, index: 0, fresh_from: 0, open: false, own: 0, key }
     }
 
@@ -321,6 +335,8 @@ mod tests {
             history: history.iter().map(|id| Message::agent_text(*id, *id)).collect(),
             history_from,
             reasoning_effort: None,
+            round: 0,
+            exchanges: Vec::new(),
         }
     }
 

@@ -6,13 +6,14 @@
 
 mod call_model;
 mod emit_event;
+mod invoke_tool;
 pub mod remote;
 
 use crate::commands::CommandRegistry;
 use crate::models::ModelRegistry;
 use crate::{
     CommandContext, CommandReply, EmitInput, ModelReply, ModelTurn, Observation, RemoteCancel, RemoteLook, RemoteSend,
-    RemoteStarted,
+    RemoteStarted, ToolInvocation, ToolResult,
 };
 use harness_store::Store;
 use std::sync::Arc;
@@ -34,6 +35,12 @@ pub struct Activities {
     pub commands: CommandRegistry,
     /// The remote agents a stand-in reaches (issue 19); `None`: none is configured.
     pub remotes: Option<Arc<remote::Remotes>>,
+    /// The tools the model may call (issue 29): empty when tool calling is off.
+    pub tools: crate::tools::ToolRegistry,
+    /// Redacts tool arguments and results (S4).
+    pub redactor: Arc<crate::redaction::Redactor>,
+    /// A tool result longer than this is cut, the cut marked (`[agent] max_tool_result_bytes`).
+    pub max_tool_result_bytes: usize,
 }
 
 /// The environment variable that sets [`Activities::emit_delay`] (milliseconds).
@@ -47,7 +54,28 @@ impl Activities {
             tracing::warn!(ms, "fault injection: every emit_event waits after its append ({FAULT_EMIT_DELAY_ENV})");
         }
         let emit_delay = std::time::Duration::from_millis(ms);
-        Self { store, models, pusher, emit_delay, commands: CommandRegistry::default(), remotes: None }
+        Self {
+            store,
+            models,
+            pusher,
+            emit_delay,
+            commands: CommandRegistry::default(),
+            remotes: None,
+            tools: Default::default(),
+            redactor: Arc::new(crate::redaction::Redactor::new(Vec::new())),
+            max_tool_result_bytes: 16 * 1024,
+        }
+    }
+
+    /// These activities offering `tools` to the model, redacting with `redactor` and
+    /// capping results at `max_result_bytes` (issue 29).
+    pub fn with_tools(
+        self,
+        tools: crate::tools::ToolRegistry,
+        redactor: Arc<crate::redaction::Redactor>,
+        max_result_bytes: usize,
+    ) -> Self {
+        Self { tools, redactor, max_tool_result_bytes: max_result_bytes, ..self }
     }
 
     /// These activities running `commands` (the harness's frozen registry).
@@ -88,7 +116,17 @@ impl Activities {
         ctx: ActivityContext,
         input: ModelTurn,
     ) -> Result<ModelReply, ActivityError> {
-        call_model::run(&self.store, &self.models, &ctx, input).await
+        call_model::run(&self.store, &self.models, &self.tools, &ctx, input).await
+    }
+
+    /// Runs one tool call the model asked for (issue 29).
+    #[activity(name = "invoke_tool")]
+    pub async fn invoke_tool(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: ToolInvocation,
+    ) -> Result<ToolResult, ActivityError> {
+        invoke_tool::run(&self.tools, &self.redactor, self.max_tool_result_bytes, &ctx, input).await
     }
 
     /// Runs a slash command (S9); a command that fails answers with why, it never fails
@@ -156,5 +194,6 @@ mod tests {
         same(activity::RemoteSendBrief, Activities::remote_send);
         same(activity::RemoteObserve, Activities::remote_observe);
         same(activity::RemoteCancelTask, Activities::remote_cancel);
+        same(activity::InvokeTool, Activities::invoke_tool);
     }
 }

@@ -34,6 +34,11 @@ pub struct ModelRequest {
     pub turn: u32,
     /// The task's reasoning effort (its brief's, S21), over the provider's own setting.
     pub reasoning_effort: Option<String>,
+    /// The tools the model may call (issue 29); none when tool calling is off.
+    pub tools: Vec<crate::tools::ToolSpec>,
+    /// This turn's earlier rounds of tool calls and their results, in order: the model
+    /// reads them after the conversation.
+    pub exchanges: Vec<harness_workflow::ToolRound>,
 }
 
 /// A provider failure; its text becomes the failed task's status message.
@@ -60,6 +65,8 @@ pub enum ModelEvent {
     Restart { reason: String },
     /// Tokens the turn used, as the endpoint counted them.
     Usage(TokenUsage),
+    /// A tool the model asks to call (issue 29), whole (a streamed call's pieces joined).
+    ToolCall(harness_workflow::ToolCall),
 }
 
 /// A stream of model events.

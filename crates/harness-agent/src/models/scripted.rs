@@ -141,7 +141,7 @@ mod tests {
     fn req(text: &str, turn: u32) -> ModelRequest {
         let m =
             Message { message_id: "m".into(), role: Role::User, parts: vec![Part::text(text)], ..Default::default() };
-        ModelRequest { history: vec![m], turn, reasoning_effort: None }
+        ModelRequest { history: vec![m], turn, reasoning_effort: None, tools: Vec::new(), exchanges: Vec::new() }
     }
 
     #[tokio::test]

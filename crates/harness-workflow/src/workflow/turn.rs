@@ -201,46 +201,156 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     if !item.skip_working {
         set_status(ctx, TaskState::Working, None, None).await?;
     }
-    let model_turn = ctx.state(|s| s.model_turn(position, turn));
+    let mut model_turn = ctx.state(|s| s.model_turn(position, turn));
     let artifact_id = model_turn.artifact_id.clone();
-    let result = match call_model(ctx, model_turn).await? {
-        Ok(result) => result,
-        // Cancel cut the turn (S6): the store's terminal fence stops any late chunk.
-        Err(Cut::Cancel) => {
-            set_status(ctx, TaskState::Canceled, None, None).await?;
-            return Ok(Flow::End);
-        }
-        // A control cut it (S8): the task completes (or parks, when sub-tasks refuse).
-        Err(Cut::Control) => return super::dispatch::complete(ctx).await,
-    };
-    match result {
-        Ok(reply) => {
-            let size = serde_json::to_vec(&reply).map_or(0, |v| v.len() as u64);
-            ctx.state_mut(|s| s.run.bytes += size + CALL_BYTES);
-            end_turn(ctx, turn, artifact_id, reply, &item).await
-        }
-        Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.work.cancel.is_some()) => {
-            set_status(ctx, TaskState::Canceled, None, None).await?;
-            Ok(Flow::End)
-        }
-        Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.work.control.is_some()) => {
-            super::dispatch::complete(ctx).await
-        }
-        Err(e) => {
-            let why = failure_text(&e);
-            let message_id = format!("{}:failure:{turn}", ctx.state(|s| s.head.id.clone()));
-            let message = Some(Message::agent_text(message_id, format!("the model failed: {why}")));
-            // A conversation reports the failure and parks: the next message is a new turn
-            // (a run recorded before FAILURE_PARKS failed the task, and replays so).
-            let conversation = !item.direct && ctx.state(|s| s.input.lifecycle) == Lifecycle::Conversation;
-            if conversation && ctx.patched(FAILURE_PARKS) {
-                set_status(ctx, TaskState::InputRequired, message, Some(AWAITING_NEXT_MESSAGE)).await?;
-                return Ok(Flow::Next);
+    // The usage of the turn's rounds before the last (issue 29).
+    let mut used: Option<crate::TokenUsage> = None;
+    loop {
+        let result = match call_model(ctx, model_turn.clone()).await? {
+            Ok(result) => result,
+            // Cancel cut the turn (S6): the store's terminal fence stops any late chunk.
+            Err(Cut::Cancel) => {
+                set_status(ctx, TaskState::Canceled, None, None).await?;
+                return Ok(Flow::End);
             }
-            set_status(ctx, TaskState::Failed, message, None).await?;
-            Ok(Flow::End)
+            // A control cut it (S8): the task completes (or parks, when sub-tasks refuse).
+            Err(Cut::Control) => return super::dispatch::complete(ctx).await,
+        };
+        match result {
+            Ok(mut reply) => {
+                let size = serde_json::to_vec(&reply).map_or(0, |v| v.len() as u64);
+                ctx.state_mut(|s| s.run.bytes += size + CALL_BYTES);
+                if let Some(before) = used {
+                    reply.usage = Some(before.plus(reply.usage.unwrap_or_default()));
+                }
+                if reply.tool_calls.is_empty() {
+                    return end_turn(ctx, turn, artifact_id, reply, &item).await;
+                }
+                let max_rounds = ctx.state(|s| s.input.tools.max_rounds);
+                if model_turn.round >= max_rounds {
+                    // Past `[agent] max_tool_rounds` the turn ends, saying so (issue 29).
+                    reply.text = format!(
+                        "The turn stopped: the model asked for tools again after {max_rounds} rounds of tool calls \
+                         (`agent.max_tool_rounds`).{}",
+                        if reply.text.is_empty() { String::new() } else { format!("\n\n{}", reply.text) }
+                    );
+                    reply.tool_calls.clear();
+                    return end_turn(ctx, turn, artifact_id, reply, &item).await;
+                }
+                used = reply.usage;
+                let calls = std::mem::take(&mut reply.tool_calls);
+                let results = match tool_round(ctx, turn, &calls).await? {
+                    Ok(results) => results,
+                    Err(Cut::Cancel) => {
+                        set_status(ctx, TaskState::Canceled, None, None).await?;
+                        return Ok(Flow::End);
+                    }
+                    Err(Cut::Control) => return super::dispatch::complete(ctx).await,
+                };
+                model_turn.exchanges.push(crate::ToolRound { text: reply.text, calls, results });
+                model_turn.round += 1;
+            }
+            Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.work.cancel.is_some()) => {
+                set_status(ctx, TaskState::Canceled, None, None).await?;
+                return Ok(Flow::End);
+            }
+            Err(ActivityExecutionError::Cancelled(_)) if ctx.state(|s| s.work.control.is_some()) => {
+                return super::dispatch::complete(ctx).await;
+            }
+            Err(e) => {
+                let why = failure_text(&e);
+                let message_id = format!("{}:failure:{turn}", ctx.state(|s| s.head.id.clone()));
+                let message = Some(Message::agent_text(message_id, format!("the model failed: {why}")));
+                // A conversation reports the failure and parks: the next message is a new turn
+                // (a run recorded before FAILURE_PARKS failed the task, and replays so).
+                let conversation = !item.direct && ctx.state(|s| s.input.lifecycle) == Lifecycle::Conversation;
+                if conversation && ctx.patched(FAILURE_PARKS) {
+                    set_status(ctx, TaskState::InputRequired, message, Some(AWAITING_NEXT_MESSAGE)).await?;
+                    return Ok(Flow::Next);
+                }
+                set_status(ctx, TaskState::Failed, message, None).await?;
+                return Ok(Flow::End);
+            }
         }
     }
+}
+
+/// One round of tool calls (issue 29): a WORKING status update per call, every call an
+/// `invoke_tool` activity of its own, run together, then a WORKING status update per result,
+/// in the order of the calls. A tool declared idempotent is retried; any other is attempted
+/// once, so a call a crash interrupted is never run twice: its result is an error that says
+/// so. `Err` when a cancel or a control cut the round.
+async fn tool_round(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    turn: u32,
+    calls: &[crate::ToolCall],
+) -> WorkflowResult<Result<Vec<crate::ToolResult>, Cut>> {
+    for call in calls {
+        let mark = serde_json::json!({"callId": call.id, "name": call.name, "phase": "call"});
+        tool_status(ctx, mark).await?;
+    }
+    let (task_id, context_id, timeout) =
+        ctx.state(|s| (s.head.id.clone(), s.head.context_id.clone(), s.input.tools.timeout_secs));
+    let started = ctx.workflow_time();
+    let running = crate::join::JoinCancellable::new(calls.iter().map(|call| {
+        let attempts = if call.idempotent { 3 } else { 1 };
+        let invocation = crate::ToolInvocation {
+            task_id: task_id.clone(),
+            context_id: context_id.clone(),
+            turn,
+            call: call.clone(),
+        };
+        ctx.execute_activity(
+            activity::InvokeTool,
+            invocation,
+            ActivityOptions::with_start_to_close_timeout(Duration::from_secs(timeout.max(1)))
+                .heartbeat_timeout(Duration::from_secs(10))
+                .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(attempts).build())
+                .build(),
+        )
+    }));
+    let outcomes = match during_turn(ctx, running).await? {
+        Ok(Ok(outcomes)) => outcomes,
+        Ok(Err(_)) => Vec::new(),
+        Err(cut) => return Ok(Err(cut)),
+    };
+    let elapsed = match (started, ctx.workflow_time()) {
+        (Some(a), Some(b)) => b.duration_since(a).map_or(0, |d| d.as_millis() as u64),
+        _ => 0,
+    };
+    let mut results = Vec::with_capacity(calls.len());
+    for (call, outcome) in calls.iter().zip(outcomes) {
+        let result = outcome.unwrap_or_else(|e| crate::ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: if call.idempotent {
+                format!("the tool `{}` failed and its retries ran out: {}", call.name, failure_text(&e))
+            } else {
+                format!(
+                    "the call of `{}` was interrupted ({}) and was not run again: the tool is not idempotent, and a \
+                     second run could repeat its effect",
+                    call.name,
+                    failure_text(&e)
+                )
+            },
+            is_error: true,
+            summary: String::new(),
+            duration_ms: elapsed,
+        });
+        let mark = serde_json::json!({
+            "callId": result.call_id, "name": result.name, "phase": "result", "arguments": result.summary,
+            "outcome": if result.is_error { "error" } else { "ok" }, "durationMs": result.duration_ms,
+        });
+        tool_status(ctx, mark).await?;
+        results.push(result);
+    }
+    Ok(Ok(results))
+}
+
+/// A WORKING status update in substate `calling-tools` naming a tool call (issue 29).
+async fn tool_status(ctx: &WorkflowContext<TaskWorkflow>, mark: serde_json::Value) -> WorkflowResult<()> {
+    let extra = a2a_types::Struct::from_iter([(crate::tool_ext_key(), mark)]);
+    super::emit::set_status_with(ctx, TaskState::Working, None, Some(crate::CALLING_TOOLS), Some(extra)).await
 }
 
 /// What cut a running turn.
@@ -353,6 +463,8 @@ impl TaskWorkflow {
             history: given.to_vec(),
             history_from: from as u32,
             reasoning_effort: self.input.reasoning_effort.clone(),
+            round: 0,
+            exchanges: Vec::new(),
         }
     }
 

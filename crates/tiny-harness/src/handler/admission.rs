@@ -420,6 +420,7 @@ impl HarnessHandler {
             reasoning_effort: brief.reasoning_effort,
             carried: None,
             stand_in: None,
+            tools: s.tool_limits.clone(),
         };
         let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
         let delivery = tokio::spawn(async move {

@@ -62,6 +62,8 @@ pub(crate) struct TaskSettings {
     pub answer_window: u32,
     /// When a task's run continues as new (`agent.run_max_*`).
     pub run_limits: harness_workflow::RunLimits,
+    /// How turns use tools (issue 29).
+    pub tool_limits: harness_workflow::ToolLimits,
     /// The id this agent has as a participant.
     pub agent_id: String,
     /// The provider of `model`, when this process knows it (it says what its turns need).

@@ -1,0 +1,214 @@
+//! Issue 29: the model calls tools. The embeddable `Harness` in this process with host
+//! tools, the `openai` provider against the local endpoint that speaks the real wire format
+//! (`contract_tests::openai_mock`, streaming `tool_calls` deltas: split arguments, several
+//! calls in one response), the test dev server, real HTTP.
+
+use axum::Router;
+use contract_tests::openai_mock::MockOpenAi;
+use contract_tests::{A2AClient, kind, rpc_as, state, temporal_address, user_text};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tiny_harness::{Config, Harness, HarnessBuilder, TemporalMode};
+
+const SECRET: &str = "sk-tool-secret-4242-abcdef";
+const TOOL: &str = "io.github.madarauchiha-314.tiny-harness/tool";
+const STATUS: &str = "io.github.madarauchiha-314.tiny-harness/status";
+
+fn config(dir: &std::path::Path, mock: &MockOpenAi) -> Config {
+    let mut c = Config::with_data_dir(dir);
+    c.temporal.mode = TemporalMode::Remote;
+    c.temporal.address = temporal_address().to_string();
+    c.temporal.task_queue = format!("tools-{}", uuid());
+    c.server.port = 0;
+    let table: toml::Table = toml::from_str(&format!(
+        "kind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\nkeyless = true\n",
+        mock.base_url
+    ))
+    .unwrap();
+    c.models.named.insert("gpt".into(), table);
+    c.agent.model = "gpt".into();
+    c.redaction.values = vec![SECRET.into()];
+    c
+}
+
+fn uuid() -> String {
+    format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
+}
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await;
+    });
+    base
+}
+
+/// The host tools of these tests; `runs` counts the calls of `weather`.
+fn with_tools(builder: HarnessBuilder, runs: Arc<AtomicU32>) -> HarnessBuilder {
+    let city = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    builder
+        .idempotent_tool("weather", "The weather of a city", city, move |_ctx, args: Value| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(format!("Sunny in {}", args["city"].as_str().unwrap_or("?")))
+            }
+        })
+        .tool("leak", "Says the key", json!({"type": "object"}), |_ctx, _args| async {
+            Ok(format!("the key is {SECRET}"))
+        })
+        .tool("fail", "Always fails", json!({"type": "object"}), |_ctx, _args| async {
+            Err("no such station".to_string())
+        })
+        .tool("sleepy", "Takes longer than the timeout", json!({"type": "object"}), |_ctx, _args| async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok("woke up".to_string())
+        })
+}
+
+fn texts(message: &Value) -> String {
+    message["parts"].as_array().map(|p| p.iter().filter_map(|p| p["text"].as_str()).collect()).unwrap_or_default()
+}
+
+/// The tool marks of a log's status updates, as (phase, name, outcome).
+fn tool_marks(events: &[Value]) -> Vec<(String, String, String)> {
+    events
+        .iter()
+        .filter(|e| kind(e) == "statusUpdate")
+        .filter_map(|e| {
+            let md = &e["statusUpdate"]["metadata"];
+            let mark = md.get(TOOL)?;
+            assert_eq!(md[STATUS]["substate"], "calling-tools", "{e}");
+            assert_eq!(state(e), Some("TASK_STATE_WORKING"), "{e}");
+            let s = |k: &str| mark[k].as_str().unwrap_or_default().to_string();
+            Some((s("phase"), s("name"), s("outcome")))
+        })
+        .collect()
+}
+
+/// One turn: five calls in one response (a good one, one whose result carries a secret, a
+/// tool error, arguments that break the schema, an unknown tool) and a call that outlives
+/// `tool_timeout_secs`; every outcome is a result the model reads, in the order of the calls,
+/// and the turn ends with the model's answer. Clients see each call and result as a WORKING
+/// status update on the stream and in the stored log; the secret is in neither the model's
+/// next request nor the store.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_runs_the_models_tool_calls_and_the_model_reads_every_outcome_in_order() {
+    let mock = MockOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), &mock);
+    c.agent.tool_timeout_secs = 2;
+    let runs = Arc::new(AtomicU32::new(0));
+    let harness = with_tools(Harness::builder(c), runs.clone()).build().unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let client = A2AClient::new(&base);
+    let ask = "@call weather {\"city\": \"Oslo\"}\n@call leak {}\n@call fail {}\n@call weather {\"city\": 7}\n\
+               @call nosuch {}\n@call sleepy {}";
+    let events = client.stream_message(user_text(ask)).await;
+    let last = events.last().unwrap();
+    assert_eq!(state(last), Some("TASK_STATE_INPUT_REQUIRED"), "{events:#?}");
+    let answer = texts(&last["statusUpdate"]["status"]["message"]);
+    let said: Vec<&str> = answer.strip_prefix("Tools said: ").expect(&answer).split(" | ").collect();
+    assert_eq!(said.len(), 6, "{answer}");
+    assert_eq!(said[0], "Sunny in Oslo");
+    assert_eq!(said[1], "the key is [REDACTED]", "a result is redacted before the model reads it");
+    assert_eq!(said[2], "the tool `fail` failed: no such station");
+    assert!(said[3].contains("the arguments of `weather` do not match its input schema") && said[3].contains("/city"));
+    assert!(
+        said[4].starts_with("there is no tool `nosuch` (the tools are: fail, leak, sleepy, weather)"),
+        "{}",
+        said[4]
+    );
+    assert!(said[5].contains("was not run again"), "a call that timed out is not retried: {}", said[5]);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the call whose arguments broke the schema never ran");
+
+    // What a client sees, live and replayed from the store.
+    let marks = tool_marks(&events);
+    let calls: Vec<_> = marks.iter().filter(|m| m.0 == "call").map(|m| (m.0.as_str(), m.1.as_str())).collect();
+    let names = ["weather", "leak", "fail", "weather", "nosuch", "sleepy"];
+    assert_eq!(calls, names.map(|n| ("call", n)));
+    let outcomes: Vec<_> = marks.iter().filter(|m| m.0 == "result").map(|m| m.2.as_str()).collect();
+    assert_eq!(outcomes, ["ok", "ok", "error", "error", "error", "error"]);
+    let task_id = events[0]["task"]["id"].as_str().unwrap().to_string();
+    // A subscription replays the stored log from its start (it stays open: the task is not
+    // terminal), so it is read until the final status seen live.
+    let mut stream = client.open_stream(&format!("/tasks/{task_id}:subscribe"), None, json!({})).await;
+    let mut replay = Vec::new();
+    while replay.len() < events.len() {
+        let next = tokio::time::timeout(Duration::from_secs(20), stream.next()).await;
+        replay.push(next.expect("the replay goes on").expect("an event"));
+    }
+    drop(stream);
+    assert_eq!(tool_marks(&replay), marks, "the tool updates are in the stored log");
+
+    // The model's second request: the calls, then each result in order; no secret anywhere.
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 2, "one round of tools, then the answer");
+    assert!(seen[0].body["tools"].as_array().is_some_and(|t| t.len() == 4), "{}", seen[0].body["tools"]);
+    let messages = seen[1].body["messages"].as_array().unwrap();
+    let tail: Vec<&str> = messages.iter().rev().take(7).rev().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(tail, ["assistant", "tool", "tool", "tool", "tool", "tool", "tool"]);
+    let ids: Vec<&str> = messages.iter().filter_map(|m| m["tool_call_id"].as_str()).collect();
+    assert_eq!(ids, ["call_0_0", "call_0_1", "call_0_2", "call_0_3", "call_0_4", "call_0_5"]);
+    assert!(!seen[1].body.to_string().contains(SECRET), "the secret reached the model");
+    let task = rpc_as(&base, None, "GetTask", json!({"id": task_id})).await;
+    assert!(!task.to_string().contains(SECRET) && !replay.iter().any(|e| e.to_string().contains(SECRET)));
+    harness.stop().await;
+}
+
+/// Past `agent.max_tool_rounds` a turn ends with a status that says so, and the task takes
+/// its next message; `agent.tools = false` offers the model no tools at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_that_keeps_calling_tools_is_stopped_after_max_rounds_and_tools_can_be_turned_off() {
+    let mock = MockOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), &mock);
+    c.agent.max_tool_rounds = 2;
+    let runs = Arc::new(AtomicU32::new(0));
+    let harness = with_tools(Harness::builder(c.clone()), runs.clone()).build().unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let events = A2AClient::new(&base).stream_message(user_text("@loop\n@call weather {\"city\": \"Rome\"}")).await;
+    let last = events.last().unwrap();
+    assert_eq!(state(last), Some("TASK_STATE_INPUT_REQUIRED"), "{events:#?}");
+    let answer = texts(&last["statusUpdate"]["status"]["message"]);
+    assert!(answer.contains("after 2 rounds of tool calls (`agent.max_tool_rounds`)"), "{answer}");
+    assert_eq!((mock.seen().len(), runs.load(Ordering::SeqCst)), (3, 2), "two rounds ran, the third was refused");
+    harness.stop().await;
+
+    let mock = MockOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), &mock);
+    c.agent.tools = false;
+    let harness = with_tools(Harness::builder(c), runs.clone()).build().unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let events = A2AClient::new(&base).stream_message(user_text("@call weather {\"city\": \"Rome\"}")).await;
+    assert_eq!(state(events.last().unwrap()), Some("TASK_STATE_INPUT_REQUIRED"));
+    assert!(mock.seen()[0].body.get("tools").is_none(), "no tools offered");
+    assert_eq!(tool_marks(&events), []);
+    harness.stop().await;
+}
+
+/// A bad or repeated tool name, or a schema that is not one, is the build's error.
+#[test]
+fn bad_host_tools_are_refused_by_build_naming_the_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Config::with_data_dir(dir.path());
+    let ok = |_ctx, _args| async { Ok(String::new()) };
+    let err = Harness::builder(c.clone()).tool("no spaces", "d", json!({"type": "object"}), ok).build().err().unwrap();
+    assert!(err.to_string().contains("`no spaces` is not a tool name"), "{err}");
+    let err = Harness::builder(c.clone())
+        .tool("t", "d", json!({"type": "object"}), ok)
+        .tool("t", "d", json!({"type": "object"}), ok)
+        .build()
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("`t` is registered twice"), "{err}");
+    let err = Harness::builder(c).tool("t", "d", json!({"type": "object", "required": 3}), ok).build().err().unwrap();
+    assert!(err.to_string().contains("the input schema of tool `t` is not a JSON Schema"), "{err}");
+}

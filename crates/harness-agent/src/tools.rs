@@ -1,0 +1,246 @@
+//! Tools the model may call (issue 29): the [`Tool`] trait, the registry a harness freezes
+//! at build, and the host tools a host registers with a closure. `invoke_tool` validates a
+//! call's arguments against the tool's input schema before it runs it, bounds it in time and
+//! caps and redacts what it gives back; whatever goes wrong becomes an error result the model
+//! reads, never a failed task.
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What the model is told about a tool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    /// The name the model calls it by: 1 to 64 of `a-z A-Z 0-9 _ -`.
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema of the arguments object.
+    pub input_schema: Value,
+}
+
+/// What a tool knows of the call besides its arguments.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    pub task_id: String,
+    pub context_id: String,
+    pub turn: u32,
+    pub call_id: String,
+}
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync + 'static {
+    fn spec(&self) -> &ToolSpec;
+
+    /// Whether running it twice does no more than running it once (it is retried after a
+    /// failure or a crash); a tool that is not is attempted once.
+    fn idempotent(&self) -> bool {
+        false
+    }
+
+    /// Runs the call with arguments that passed the input schema. `Err` is the tool's own
+    /// error, which the model reads.
+    fn call(&self, ctx: ToolContext, arguments: Value) -> BoxFuture<'static, Result<String, String>>;
+}
+
+/// A host tool's handler (`HarnessBuilder::tool`).
+pub trait ToolHandler: Send + Sync + 'static {
+    fn call(&self, ctx: ToolContext, arguments: Value) -> BoxFuture<'static, Result<String, String>>;
+}
+
+impl<F, Fut> ToolHandler for F
+where
+    F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<String, String>> + Send + 'static,
+{
+    fn call(&self, ctx: ToolContext, arguments: Value) -> BoxFuture<'static, Result<String, String>> {
+        Box::pin(self(ctx, arguments))
+    }
+}
+
+/// A tool a host registered: its spec, whether it is idempotent, and its handler.
+pub struct HostTool {
+    spec: ToolSpec,
+    idempotent: bool,
+    handler: Box<dyn ToolHandler>,
+}
+
+impl HostTool {
+    pub fn new(spec: ToolSpec, idempotent: bool, handler: impl ToolHandler) -> Self {
+        Self { spec, idempotent, handler: Box::new(handler) }
+    }
+}
+
+impl Tool for HostTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn idempotent(&self) -> bool {
+        self.idempotent
+    }
+    fn call(&self, ctx: ToolContext, arguments: Value) -> BoxFuture<'static, Result<String, String>> {
+        self.handler.call(ctx, arguments)
+    }
+}
+
+struct Entry {
+    tool: Arc<dyn Tool>,
+    validator: jsonschema::Validator,
+}
+
+/// The tools of a harness, by name: frozen when the harness is built.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Arc<BTreeMap<String, Entry>>,
+}
+
+impl ToolRegistry {
+    pub fn builder() -> ToolRegistryBuilder {
+        ToolRegistryBuilder::default()
+    }
+
+    /// The tools as the model is told about them, sorted by name.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|e| e.tool.spec().clone()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Whether the named tool may run again (unknown tools may not).
+    pub fn idempotent(&self, name: &str) -> bool {
+        self.tools.get(name).is_some_and(|e| e.tool.idempotent())
+    }
+
+    /// Checks a call against the tool's input schema; the error says what the model got
+    /// wrong, naming the argument.
+    pub fn check(&self, name: &str, arguments: &str) -> Result<(Arc<dyn Tool>, Value), String> {
+        let Some(entry) = self.tools.get(name) else {
+            let known = self.tools.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
+            return Err(format!("there is no tool `{name}` (the tools are: {known})"));
+        };
+        let text = if arguments.trim().is_empty() { "{}" } else { arguments };
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| format!("the arguments of `{name}` are not JSON ({e}): {}", shorten(arguments, 200)))?;
+        let errors: Vec<String> = entry
+            .validator
+            .iter_errors(&value)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() { e.to_string() } else { format!("at `{at}`: {e}") }
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(format!("the arguments of `{name}` do not match its input schema: {}", errors.join("; ")));
+        }
+        Ok((entry.tool.clone(), value))
+    }
+}
+
+/// Collects tools; the first bad registration is the build's error.
+#[derive(Default)]
+pub struct ToolRegistryBuilder {
+    tools: BTreeMap<String, Entry>,
+    error: Option<String>,
+}
+
+impl ToolRegistryBuilder {
+    pub fn register(mut self, tool: Arc<dyn Tool>) -> Self {
+        if self.error.is_some() {
+            return self;
+        }
+        let spec = tool.spec();
+        let name = spec.name.clone();
+        let checked = check_name(&name).and_then(|()| {
+            if self.tools.contains_key(&name) {
+                return Err(format!("the tool `{name}` is registered twice"));
+            }
+            if !spec.input_schema.is_object() || spec.input_schema.get("type").is_some_and(|t| t != "object") {
+                return Err(format!("the input schema of tool `{name}` must be a JSON Schema of an object"));
+            }
+            jsonschema::validator_for(&spec.input_schema)
+                .map_err(|e| format!("the input schema of tool `{name}` is not a JSON Schema: {e}"))
+        });
+        match checked {
+            Ok(validator) => {
+                self.tools.insert(name, Entry { tool, validator });
+            }
+            Err(why) => self.error = Some(why),
+        }
+        self
+    }
+
+    pub fn try_build(self) -> Result<ToolRegistry, String> {
+        match self.error {
+            Some(why) => Err(why),
+            None => Ok(ToolRegistry { tools: Arc::new(self.tools) }),
+        }
+    }
+}
+
+/// A name every provider takes: 1 to 64 of `a-z A-Z 0-9 _ -`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok =
+        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok { Ok(()) } else { Err(format!("`{name}` is not a tool name: use 1 to 64 of a-z, A-Z, 0-9, `_` and `-`")) }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, schema: Value) -> Arc<dyn Tool> {
+        let spec = ToolSpec { name: name.into(), description: "d".into(), input_schema: schema };
+        Arc::new(HostTool::new(spec, true, |_ctx: ToolContext, args: Value| async move { Ok(args.to_string()) }))
+    }
+
+    #[test]
+    fn bad_or_repeated_names_and_bad_schemas_are_refused_naming_the_tool() {
+        let object = json!({"type": "object"});
+        let err = ToolRegistry::builder().register(tool("a b", object.clone())).try_build().err().unwrap();
+        assert!(err.contains("`a b` is not a tool name"), "{err}");
+        let err = ToolRegistry::builder().register(tool(&"x".repeat(65), object.clone())).try_build().err().unwrap();
+        assert!(err.contains("is not a tool name"), "{err}");
+        let err = ToolRegistry::builder()
+            .register(tool("t", object.clone()))
+            .register(tool("t", object.clone()))
+            .try_build()
+            .err()
+            .unwrap();
+        assert!(err.contains("`t` is registered twice"), "{err}");
+        let err = ToolRegistry::builder().register(tool("t", json!({"type": "string"}))).try_build().err().unwrap();
+        assert!(err.contains("must be a JSON Schema of an object"), "{err}");
+        let err =
+            ToolRegistry::builder().register(tool("t", json!({"type": "object", "properties": {"a": {"type": 7}}})));
+        assert!(err.try_build().err().unwrap().contains("is not a JSON Schema"));
+    }
+
+    #[test]
+    fn a_call_is_checked_against_the_schema_naming_the_argument() {
+        let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let registry = ToolRegistry::builder().register(tool("weather", schema)).try_build().unwrap();
+        assert!(registry.check("weather", r#"{"city": "Oslo"}"#).is_ok());
+        let err = registry.check("weather", r#"{"city": 7}"#).err().unwrap();
+        assert!(err.contains("do not match its input schema") && err.contains("`/city`"), "{err}");
+        let err = registry.check("weather", "{}").err().unwrap();
+        assert!(err.contains("\"city\" is a required property"), "{err}");
+        let err = registry.check("weather", "{not json").err().unwrap();
+        assert!(err.contains("are not JSON"), "{err}");
+        let err = registry.check("forecast", "{}").err().unwrap();
+        assert!(err.contains("there is no tool `forecast` (the tools are: weather)"), "{err}");
+    }
+}
