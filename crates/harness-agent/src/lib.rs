@@ -10,6 +10,7 @@
 
 pub mod activities;
 pub mod commands;
+pub mod mcp;
 pub mod models;
 pub mod redaction;
 pub mod tools;

@@ -88,10 +88,12 @@ struct Entry {
     validator: jsonschema::Validator,
 }
 
-/// The tools of a harness, by name: frozen when the harness is built.
+/// The tools of a harness, by name: its own (host tools), frozen when the harness is built,
+/// and those its MCP sources list now.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Arc<BTreeMap<String, Entry>>,
+    sources: Vec<Arc<crate::mcp::McpSource>>,
 }
 
 impl ToolRegistry {
@@ -99,32 +101,59 @@ impl ToolRegistry {
         ToolRegistryBuilder::default()
     }
 
-    /// The tools as the model is told about them, sorted by name.
+    /// These tools and the tools of `sources` (issue 29: MCP).
+    pub fn with_sources(self, sources: Vec<Arc<crate::mcp::McpSource>>) -> Self {
+        Self { sources, ..self }
+    }
+
+    /// The MCP sources.
+    pub fn sources(&self) -> &[Arc<crate::mcp::McpSource>] {
+        &self.sources
+    }
+
+    /// The tools as the model is told about them: the harness's own sorted by name, then
+    /// each source's.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|e| e.tool.spec().clone()).collect()
+        let own = self.tools.values().map(|e| e.tool.spec().clone());
+        own.chain(self.sources.iter().flat_map(|s| s.specs().into_iter().map(|(spec, _)| spec))).collect()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.tools.is_empty() && self.sources.iter().all(|s| s.specs().is_empty())
     }
 
     /// Whether the named tool may run again (unknown tools may not).
     pub fn idempotent(&self, name: &str) -> bool {
-        self.tools.get(name).is_some_and(|e| e.tool.idempotent())
+        match self.tools.get(name) {
+            Some(e) => e.tool.idempotent(),
+            None => self.sources.iter().flat_map(|s| s.specs()).any(|(spec, idem)| spec.name == name && idem),
+        }
     }
 
     /// Checks a call against the tool's input schema; the error says what the model got
     /// wrong, naming the argument.
     pub fn check(&self, name: &str, arguments: &str) -> Result<(Arc<dyn Tool>, Value), String> {
-        let Some(entry) = self.tools.get(name) else {
-            let known = self.tools.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
-            return Err(format!("there is no tool `{name}` (the tools are: {known})"));
+        let (tool, compiled);
+        let validator = match self.tools.get(name) {
+            Some(entry) => {
+                tool = entry.tool.clone();
+                &entry.validator
+            }
+            None => {
+                let Some(found) = self.sources.iter().find_map(|s| s.tool(name)) else {
+                    let known = self.specs().into_iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
+                    return Err(format!("there is no tool `{name}` (the tools are: {known})"));
+                };
+                compiled = jsonschema::validator_for(&found.spec().input_schema)
+                    .map_err(|e| format!("the tool `{name}` has an input schema that is not one: {e}"))?;
+                tool = found;
+                &compiled
+            }
         };
         let text = if arguments.trim().is_empty() { "{}" } else { arguments };
         let value: Value = serde_json::from_str(text)
             .map_err(|e| format!("the arguments of `{name}` are not JSON ({e}): {}", shorten(arguments, 200)))?;
-        let errors: Vec<String> = entry
-            .validator
+        let errors: Vec<String> = validator
             .iter_errors(&value)
             .map(|e| {
                 let at = e.instance_path().to_string();
@@ -134,7 +163,7 @@ impl ToolRegistry {
         if !errors.is_empty() {
             return Err(format!("the arguments of `{name}` do not match its input schema: {}", errors.join("; ")));
         }
-        Ok((entry.tool.clone(), value))
+        Ok((tool, value))
     }
 }
 
@@ -174,7 +203,7 @@ impl ToolRegistryBuilder {
     pub fn try_build(self) -> Result<ToolRegistry, String> {
         match self.error {
             Some(why) => Err(why),
-            None => Ok(ToolRegistry { tools: Arc::new(self.tools) }),
+            None => Ok(ToolRegistry { tools: Arc::new(self.tools), sources: Vec::new() }),
         }
     }
 }

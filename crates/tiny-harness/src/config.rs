@@ -351,6 +351,8 @@ pub struct Config {
     pub push: PushSection,
     /// The remote agents `/delegate` may hand work to (issue 19).
     pub agents: Vec<AgentConfig>,
+    /// The MCP servers whose tools the model may call (issue 29).
+    pub mcp: Vec<McpSection>,
     /// Where the embedded dev server's database, the SQLite store and generated files live.
     #[serde(skip)]
     pub data_dir: PathBuf,
@@ -484,6 +486,8 @@ impl Config {
         v.extend(kinds.secrets(&self.models.named));
         // The Temporal API key.
         v.extend(self.temporal.auth().ok().and_then(|a| a.api_key));
+        // What MCP servers are given.
+        v.extend(self.mcp.iter().flat_map(McpSection::secrets));
         // The credentials of remote agents.
         v.extend(self.agents.iter().flat_map(|a| a.resolve().unwrap_or_default()).map(|(_, value)| value));
         v
@@ -517,6 +521,8 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
 
 mod agents;
 pub use agents::{AgentConfig, check as check_agents};
+mod mcp;
+pub use mcp::{McpSection, check as check_mcp};
 mod temporal;
 pub use temporal::{GrpcCompression, TemporalAuth, TemporalMode, TemporalSection};
 mod models;

@@ -7,6 +7,7 @@ use crate::hosting::RouteOptions;
 use crate::temporal_dev::{EmbeddedTemporal, TemporalCliError, find_or_provision_cli};
 use harness_agent::Activities;
 use harness_agent::commands::{CommandInfo, CommandRegistry};
+use harness_agent::mcp::McpSource;
 use harness_agent::models::{ModelRegistry, ProviderContext, ProviderFactory, ProviderKinds, ScriptedModel};
 use harness_agent::redaction::Redactor;
 use harness_push::{DeliveryPolicy, Pusher};
@@ -52,6 +53,9 @@ fn models(config: &Config, kinds: &ProviderKinds) -> Result<ModelRegistry, crate
     }
     Ok(registry)
 }
+
+/// How long a start waits for each MCP source to list its tools.
+const MCP_START: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The parts that exist only while the harness runs.
 struct Running {
@@ -202,7 +206,8 @@ impl HarnessBuilder {
         let models = models(&config, &self.kinds)?;
         let tools = self.tools.try_build().map_err(crate::ConfigError)?;
         // `agent.tools = false`: the model is offered none.
-        let tools = if config.agent.tools { tools } else { Default::default() };
+        let sources = crate::config::check_mcp(&config.mcp)?.into_iter().map(McpSource::new).collect();
+        let tools = if config.agent.tools { tools.with_sources(sources) } else { Default::default() };
         crate::config::check_agents(&config.agents)?;
         if config.temporal.mode == crate::config::TemporalMode::Remote {
             config.temporal.auth()?;
@@ -343,6 +348,15 @@ impl Harness {
             };
             p.spawn_sweeper(config.temporal.task_queue.clone(), first)
         });
+        // MCP sources connect and list their tools before the worker takes a turn; one that
+        // is down leaves its tools answering errors and is tried again on a call.
+        for source in self.inner.tools.sources() {
+            match tokio::time::timeout(MCP_START, source.start()).await {
+                Ok(Ok(n)) => tracing::info!(source = source.id(), tools = n, "MCP source listed its tools"),
+                Ok(Err(why)) => tracing::warn!(source = source.id(), "MCP source is down: {why}"),
+                Err(_) => tracing::warn!(source = source.id(), "MCP source did not answer within {MCP_START:?}"),
+            }
+        }
         let redactor = Arc::new(Redactor::new(config.secret_values_with(&self.inner.kinds)));
         let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone())
             .with_commands(self.inner.commands.clone())
@@ -464,6 +478,9 @@ impl Harness {
         }
         if let Some(worker) = running.worker.take() {
             worker.stop().await;
+        }
+        for source in self.inner.tools.sources() {
+            source.stop().await;
         }
         // Pushes not posted yet stay in the outbox for the next start (S14).
         if let Some(pusher) = handler.as_ref().and_then(|h| h.pusher.as_ref()) {
