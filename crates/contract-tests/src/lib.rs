@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod anthropic_mock;
 mod client;
 pub mod openai_mock;
 pub mod webhook;

@@ -178,6 +178,12 @@ async fn a_model_that_keeps_calling_tools_is_stopped_after_max_rounds_and_tools_
     let answer = texts(&last["statusUpdate"]["status"]["message"]);
     assert!(answer.contains("after 2 rounds of tool calls (`agent.max_tool_rounds`)"), "{answer}");
     assert_eq!((mock.seen().len(), runs.load(Ordering::SeqCst)), (3, 2), "two rounds ran, the third was refused");
+    // `/help` and `/status` list the tools the model may call.
+    let task_id = events[0]["task"]["id"].as_str().unwrap().to_string();
+    let help = command(&base, &task_id, "/help").await;
+    assert!(help.contains("Tools the model may call:\nfail — Always fails\nleak — Says the key"), "{help}");
+    let status = command(&base, &task_id, "/status").await;
+    assert!(status.ends_with("tools: 4 (fail, leak, sleepy, weather)"), "{status}");
     harness.stop().await;
 
     let mock = MockOpenAi::start().await;
@@ -191,7 +197,77 @@ async fn a_model_that_keeps_calling_tools_is_stopped_after_max_rounds_and_tools_
     assert_eq!(state(events.last().unwrap()), Some("TASK_STATE_INPUT_REQUIRED"));
     assert!(mock.seen()[0].body.get("tools").is_none(), "no tools offered");
     assert_eq!(tool_marks(&events), []);
+    let task_id = events[0]["task"]["id"].as_str().unwrap().to_string();
+    let help = command(&base, &task_id, "/help").await;
+    assert!(help.ends_with("Tools: none (the model answers without calling any)."), "{help}");
+    assert!(command(&base, &task_id, "/status").await.ends_with("tools: none"));
     harness.stop().await;
+}
+
+/// A host policy that refuses `weather` for Mordor and records what it was asked at
+/// `tool.invoked`.
+struct NoMordor(std::sync::Mutex<Vec<(String, String)>>);
+
+#[async_trait::async_trait]
+impl tiny_harness::Policy for NoMordor {
+    async fn check(&self, request: &tiny_harness::PolicyRequest) -> Result<tiny_harness::PolicyDecision, String> {
+        use tiny_harness::{PolicyDecision, PolicyPoint};
+        if request.point != PolicyPoint::ToolInvoked {
+            return Ok(PolicyDecision::Allow);
+        }
+        let tool = request.tool.clone().unwrap_or_default();
+        self.0.lock().unwrap().push((tool.clone(), request.args.clone()));
+        Ok(if tool == "weather" && request.args.contains("Mordor") {
+            PolicyDecision::Refuse { code: "no-travel".into(), message: "one does not simply look up Mordor".into() }
+        } else {
+            PolicyDecision::Allow
+        })
+    }
+}
+
+/// The host's `tool.invoked` policy point: a refused call never runs and the model reads the
+/// refusal as its result; the policy sees the tool and its arguments, redacted.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hosts_policy_refuses_a_tool_call_and_the_model_reads_the_refusal() {
+    let mock = MockOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicU32::new(0));
+    let policy = Arc::new(NoMordor(Default::default()));
+    let harness =
+        with_tools(Harness::builder(config(dir.path(), &mock)), runs.clone()).policy(policy.clone()).build().unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let ask = format!(
+        "@call weather {{\"city\": \"Mordor\"}}\n@call weather {{\"city\": \"Oslo\"}}\n@call leak {{\"key\": \"{SECRET}\"}}"
+    );
+    let events = A2AClient::new(&base).stream_message(user_text(&ask)).await;
+    let answer = texts(&events.last().unwrap()["statusUpdate"]["status"]["message"]);
+    let said: Vec<&str> = answer.strip_prefix("Tools said: ").expect(&answer).split(" | ").collect();
+    assert_eq!(
+        said,
+        [
+            "the call of `weather` was refused: the policy refused it (no-travel: one does not simply look up Mordor)",
+            "Sunny in Oslo",
+            "the key is [REDACTED]",
+        ]
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the refused call never ran");
+    let outcomes: Vec<_> = tool_marks(&events).into_iter().filter(|m| m.0 == "result").map(|m| m.2).collect();
+    assert_eq!(outcomes, ["error", "ok", "ok"]);
+    let mut asked = policy.0.lock().unwrap().clone();
+    asked.sort();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert_eq!(asked[0], ("leak".to_string(), "{\"key\":\"[REDACTED]\"}".to_string()), "the policy sees no secret");
+    assert!(asked[1].1.contains("Mordor") && asked[2].1.contains("Oslo"), "{asked:?}");
+    harness.stop().await;
+}
+
+/// The text of a command's reply, sent to the task over JSON-RPC.
+async fn command(base: &str, task_id: &str, text: &str) -> String {
+    let mut message = user_text(text);
+    message["taskId"] = json!(task_id);
+    let r = rpc_as(base, None, "SendMessage", json!({"message": message})).await;
+    texts(&r["result"]["task"]["status"]["message"])
 }
 
 /// A bad or repeated tool name, or a schema that is not one, is the build's error.

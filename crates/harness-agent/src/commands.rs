@@ -3,6 +3,7 @@
 //! `/status`; host code registers more through the `Harness` builder.
 
 use crate::CommandContext;
+use crate::tools::ToolSpec;
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -66,7 +67,8 @@ impl CommandRegistry {
             ("help", "Lists the commands this agent takes.", "/help"),
             (
                 "status",
-                "Shows the task's state, substate, turn, participants, open sub-tasks and waiting messages.",
+                "Shows the task's state, substate, turn, participants, open sub-tasks, waiting messages and the \
+                 model's tools.",
                 "/status",
             ),
         ] {
@@ -90,8 +92,9 @@ impl CommandRegistry {
     }
 
     /// Runs a command; an unknown name (a registry changed since the message was admitted)
-    /// and a handler's error are failed replies that say so.
-    pub async fn run(&self, ctx: CommandContext) -> Result<String, String> {
+    /// and a handler's error are failed replies that say so. `tools` are the tools the model
+    /// may call now, which `/help` and `/status` list (issue 29).
+    pub async fn run(&self, ctx: CommandContext, tools: &[ToolSpec]) -> Result<String, String> {
         let Some(command) = self.commands.get(&ctx.name) else {
             return Err(format!("/{} is not a command of this agent (any more); /help lists them", ctx.name));
         };
@@ -100,9 +103,9 @@ impl CommandRegistry {
                 let args = ctx.args.clone();
                 handler.run(ctx, args).await
             }
-            (None, "help") => Ok(self.help()),
+            (None, "help") => Ok(self.help(tools)),
             (None, "delegate") => Err("/delegate is run by the task's workflow, not as an activity".into()),
-            (None, _) => Ok(status(&ctx)),
+            (None, _) => Ok(status(&ctx, tools)),
         }
     }
 
@@ -126,18 +129,31 @@ impl CommandRegistry {
         Ok(())
     }
 
-    /// `/help`: one line per command.
-    fn help(&self) -> String {
+    /// `/help`: one line per command, then one per tool the model may call (the first line
+    /// of its description).
+    fn help(&self, tools: &[ToolSpec]) -> String {
         let lines: Vec<String> =
             self.commands.values().map(|c| format!("{} — {}", c.info.usage, c.info.description)).collect();
-        format!("Commands:\n{}", lines.join("\n"))
+        let tools = if tools.is_empty() {
+            "Tools: none (the model answers without calling any).".to_string()
+        } else {
+            let lines: Vec<String> = tools
+                .iter()
+                .map(|t| match t.description.lines().next().map(str::trim).filter(|d| !d.is_empty()) {
+                    Some(d) => format!("{} — {d}", t.name),
+                    None => t.name.clone(),
+                })
+                .collect();
+            format!("Tools the model may call:\n{}", lines.join("\n"))
+        };
+        format!("Commands:\n{}\n\n{tools}", lines.join("\n"))
     }
 }
 
 pub use harness_workflow::delegate_args;
 
-/// `/status`: the task as its dispatcher sees it.
-fn status(ctx: &CommandContext) -> String {
+/// `/status`: the task as its dispatcher sees it, and the tools the model may call.
+fn status(ctx: &CommandContext, tools: &[ToolSpec]) -> String {
     let state = match &ctx.substate {
         Some(sub) => format!("{} · {sub}", ctx.state),
         None => ctx.state.to_string(),
@@ -148,8 +164,14 @@ fn status(ctx: &CommandContext) -> String {
         ctx.participants.iter().map(|p| format!("{} ({})", p.id, p.role)).collect::<Vec<_>>().join(", ")
     };
     let sub_tasks = if ctx.open_sub_tasks.is_empty() { "none".to_string() } else { ctx.open_sub_tasks.join(", ") };
+    let tools = if tools.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{} ({})", tools.len(), tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "))
+    };
     format!(
-        "state: {state}\nturn: {}\nparticipants: {participants}\nopen sub-tasks: {sub_tasks}\nwaiting messages: {}",
+        "state: {state}\nturn: {}\nparticipants: {participants}\nopen sub-tasks: {sub_tasks}\nwaiting messages: {}\n\
+         tools: {tools}",
         ctx.turn, ctx.mailbox_depth
     )
 }
@@ -266,15 +288,29 @@ mod tests {
             }],
             ..Default::default()
         };
-        let help = r.run(ctx("help", "")).await.unwrap();
+        let tools = [
+            ToolSpec {
+                name: "lookup".into(),
+                description: "Finds a record.\nLonger text the model reads.".into(),
+                input_schema: serde_json::json!({"type": "object"}),
+            },
+            ToolSpec { name: "crm__note".into(), description: String::new(), input_schema: serde_json::json!({}) },
+        ];
+        let help = r.run(ctx("help", ""), &tools).await.unwrap();
         for usage in ["/help", "/shout", "/status"] {
             assert!(help.contains(usage), "{help}");
         }
-        let status = r.run(ctx("status", "")).await.unwrap();
+        // Issue 29: the tools, each with the first line of its description.
+        assert!(help.ends_with("Tools the model may call:\nlookup — Finds a record.\ncrm__note"), "{help}");
+        let none = r.run(ctx("help", ""), &[]).await.unwrap();
+        assert!(none.ends_with("Tools: none (the model answers without calling any)."), "{none}");
+        let status = r.run(ctx("status", ""), &tools).await.unwrap();
         assert!(status.contains("TASK_STATE_INPUT_REQUIRED · awaiting-next-message"), "{status}");
         assert!(status.contains("turn: 3") && status.contains("alice (reporter)"), "{status}");
         assert!(status.contains("waiting messages: 1") && status.contains("open sub-tasks: none"), "{status}");
-        assert_eq!(r.run(ctx("shout", "hi")).await.unwrap(), "HI");
-        assert!(r.run(ctx("gone", "")).await.unwrap_err().contains("/gone"));
+        assert!(status.ends_with("tools: 2 (lookup, crm__note)"), "{status}");
+        assert!(r.run(ctx("status", ""), &[]).await.unwrap().ends_with("tools: none"));
+        assert_eq!(r.run(ctx("shout", "hi"), &tools).await.unwrap(), "HI");
+        assert!(r.run(ctx("gone", ""), &[]).await.unwrap_err().contains("/gone"));
     }
 }

@@ -83,6 +83,14 @@ impl Tool for HostTool {
     }
 }
 
+/// Asked before each call runs, once its arguments passed the schema (the host's
+/// `tool.invoked` policy point, issue 29). `Some(why)` refuses the call: it does not run, and
+/// the model reads `why` as the call's error result.
+#[async_trait::async_trait]
+pub trait ToolGate: Send + Sync + 'static {
+    async fn refusal(&self, ctx: &ToolContext, name: &str, arguments: &Value) -> Option<String>;
+}
+
 struct Entry {
     tool: Arc<dyn Tool>,
     validator: jsonschema::Validator,
@@ -94,6 +102,7 @@ struct Entry {
 pub struct ToolRegistry {
     tools: Arc<BTreeMap<String, Entry>>,
     sources: Vec<Arc<crate::mcp::McpSource>>,
+    gate: Option<Arc<dyn ToolGate>>,
 }
 
 impl ToolRegistry {
@@ -104,6 +113,16 @@ impl ToolRegistry {
     /// These tools and the tools of `sources` (issue 29: MCP).
     pub fn with_sources(self, sources: Vec<Arc<crate::mcp::McpSource>>) -> Self {
         Self { sources, ..self }
+    }
+
+    /// These tools, each call asked of `gate` before it runs.
+    pub fn with_gate(self, gate: Arc<dyn ToolGate>) -> Self {
+        Self { gate: Some(gate), ..self }
+    }
+
+    /// Why `gate` refuses the call, if it does (none without a gate).
+    pub async fn refusal(&self, ctx: &ToolContext, name: &str, arguments: &Value) -> Option<String> {
+        self.gate.as_ref()?.refusal(ctx, name, arguments).await
     }
 
     /// The MCP sources.
@@ -203,7 +222,7 @@ impl ToolRegistryBuilder {
     pub fn try_build(self) -> Result<ToolRegistry, String> {
         match self.error {
             Some(why) => Err(why),
-            None => Ok(ToolRegistry { tools: Arc::new(self.tools), sources: Vec::new() }),
+            None => Ok(ToolRegistry { tools: Arc::new(self.tools), sources: Vec::new(), gate: None }),
         }
     }
 }

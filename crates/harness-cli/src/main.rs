@@ -35,8 +35,8 @@ struct RunArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Model provider: `echo`, `conformance`, `scripted` (with `[models.scripted] file`),
-    /// `scripted:FILE`, `openai:MODEL` (OPENAI_BASE_URL, OPENAI_API_KEY) or a
-    /// `[models.<name>]` of the config.
+    /// `scripted:FILE`, `openai:MODEL` (OPENAI_BASE_URL, OPENAI_API_KEY), `anthropic:MODEL`
+    /// (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY) or a `[models.<name>]` of the config.
     #[arg(long)]
     model: Option<String>,
     /// Task lifecycle: `conversation` or `one-shot`.
@@ -66,6 +66,12 @@ fn load(args: &RunArgs, force_embedded: bool) -> Result<Config, ConfigError> {
                 let section = tiny_harness::config::OpenAiSection::from_env(id);
                 config.models.named.insert("openai".into(), section.to_table());
                 config.agent.model = "openai".into();
+            }
+            Some(("anthropic", id)) => {
+                // ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY, as the official SDKs read them.
+                let section = tiny_harness::config::AnthropicSection::from_env(id);
+                config.models.named.insert("anthropic".into(), section.to_table());
+                config.agent.model = "anthropic".into();
             }
             Some(("scripted", file)) => {
                 config.models.scripted.file = Some(PathBuf::from(file));

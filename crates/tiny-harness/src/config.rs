@@ -526,7 +526,7 @@ pub use mcp::{McpSection, check as check_mcp};
 mod temporal;
 pub use temporal::{GrpcCompression, TemporalAuth, TemporalMode, TemporalSection};
 mod models;
-pub use harness_agent::models::OpenAiSection;
+pub use harness_agent::models::{AnthropicSection, OpenAiSection};
 pub use models::{ModelsSection, ScriptedSection};
 
 #[cfg(test)]

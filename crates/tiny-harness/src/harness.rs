@@ -194,7 +194,8 @@ impl HarnessBuilder {
         self
     }
 
-    /// The host's policy points (S9): `request.received` and `command.invoked`.
+    /// The host's policy points (S9): `request.received`, `command.invoked` and, before each
+    /// tool call the model asks for, `tool.invoked` (issue 29).
     pub fn policy(mut self, policy: Arc<dyn crate::handler::Policy>) -> Self {
         self.policy = Some(policy);
         self
@@ -358,9 +359,18 @@ impl Harness {
             }
         }
         let redactor = Arc::new(Redactor::new(config.secret_values_with(&self.inner.kinds)));
+        // The host's policy is asked before each tool call (`tool.invoked`).
+        let tools = match &self.inner.policy {
+            Some(policy) => self
+                .inner
+                .tools
+                .clone()
+                .with_gate(Arc::new(crate::handler::PolicyGate { policy: policy.clone(), redactor: redactor.clone() })),
+            None => self.inner.tools.clone(),
+        };
         let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone())
             .with_commands(self.inner.commands.clone())
-            .with_tools(self.inner.tools.clone(), redactor, config.agent.max_tool_result_bytes);
+            .with_tools(tools, redactor, config.agent.max_tool_result_bytes);
         let activities = match self.remotes() {
             Some(remotes) => {
                 let check = remotes.clone();

@@ -1,7 +1,8 @@
 //! `invoke_tool`: one tool call (issue 29). The arguments are checked against the tool's
 //! input schema first; the call runs with heartbeats and stops when Temporal cancels it (a
 //! cancel or a control cut the turn); its text is capped at `max_tool_result_bytes` (the cut
-//! marked) and redacted. A bad call, an unknown tool, a tool's own error and a panic all
+//! marked) and redacted. A call the host's policy refuses (`tool.invoked`) does not run. A
+//! bad call, an unknown tool, a tool's own error and a panic all
 //! answer an error result the model reads; only a timeout or a crash fail the activity,
 //! which the workflow turns into an error result too.
 
@@ -44,6 +45,10 @@ pub(super) async fn run(
         turn: input.turn,
         call_id: call.id.clone(),
     };
+    // The host's `tool.invoked` policy point: a refused call never runs.
+    if let Some(why) = tools.refusal(&context, &call.name, &arguments).await {
+        return Ok(answer(redactor.text(&format!("the call of `{}` was refused: {why}", call.name)), true));
+    }
     // The tool runs in a task of its own, so a panic is its error and not the worker's.
     let mut running = tokio::spawn(tool.call(context, arguments));
     let mut beat = tokio::time::interval(HEARTBEAT);

@@ -138,7 +138,7 @@ impl Activities {
         input: CommandContext,
     ) -> Result<CommandReply, ActivityError> {
         let name = input.name.clone();
-        Ok(match self.commands.run(input).await {
+        Ok(match self.commands.run(input, &self.tools.specs()).await {
             Ok(text) => CommandReply { text, failed: false },
             Err(why) => CommandReply { text: format!("/{name} failed: {why}"), failed: true },
         })

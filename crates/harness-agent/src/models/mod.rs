@@ -1,17 +1,23 @@
 //! Model providers (D6) behind one trait: `echo` (built in, the default), `scripted`
-//! (replies from a file), `conformance` (what A2A conformance kits expect) and `openai`
-//! (any OpenAI-compatible Chat Completions endpoint, streaming).
+//! (replies from a file), `conformance` (what A2A conformance kits expect), `openai` (any
+//! OpenAI-compatible Chat Completions endpoint, streaming) and `anthropic` (the Messages
+//! API, streaming).
 //!
 //! A provider streams [`ModelEvent`]s (text deltas, artifacts of its own, how the turn
 //! ends); `call_model` appends each to the event log as it arrives, so output reaches
 //! subscribers while it is produced (S12).
 
+mod anthropic;
+mod anthropic_kind;
 pub mod conformance;
 mod echo;
 pub mod openai;
 mod openai_kind;
 mod scripted;
+mod streaming;
 
+pub use anthropic::{AnthropicModel, AnthropicSettings};
+pub use anthropic_kind::{AnthropicKind, AnthropicSection};
 pub use conformance::ConformanceModel;
 pub use echo::EchoModel;
 pub use openai::{OpenAiModel, OpenAiSettings};
@@ -189,10 +195,11 @@ pub struct ProviderKinds {
 }
 
 impl ProviderKinds {
-    /// The kinds this crate ships: `openai`.
+    /// The kinds this crate ships: `openai` and `anthropic`.
     pub fn built_in() -> Self {
         let mut kinds = Self { factories: BTreeMap::new() };
         kinds.register(Arc::new(OpenAiKind));
+        kinds.register(Arc::new(AnthropicKind));
         kinds
     }
 

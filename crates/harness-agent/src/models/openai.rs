@@ -1,20 +1,12 @@
 //! `openai`: any endpoint that speaks the OpenAI Chat Completions API with streaming
 //! (OpenAI, vLLM, Ollama, llama.cpp's server, LiteLLM, gateways). The SSE stream is decoded
-//! by `eventsource-stream`; each `choices[0].delta.content` is a text delta.
-//!
-//! Failures (docs/configuration.md, "The openai provider"):
-//! - 429, 5xx, 408, a connection failure, a stream that stalls longer than the request
-//!   timeout, and a stream cut before `[DONE]` are retried, at most `max_attempts` in all,
-//!   after a backoff that honours `Retry-After`. A retry after output was streamed first
-//!   says [`ModelEvent::Restart`], so the turn's log marks the void output.
-//! - Any other status and a malformed stream end the turn at once, with a message naming
-//!   the model, the endpoint, the HTTP status and the endpoint's own error text. The key is
-//!   never in it: it is cut out of whatever the endpoint sends back.
+//! by `eventsource-stream`; each `choices[0].delta.content` is a text delta, and
+//! `tool_calls` deltas are assembled by index. Attempts, retries and error texts are
+//! [`super::streaming`]'s.
 
+use super::streaming::{self, Decoder, Endpoint, Failure, Step};
 use super::{DeltaStream, ModelError, ModelEvent, ModelProvider, ModelRequest, TokenUsage};
-use a2a_types::{Message, Role};
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
+use a2a_types::Message;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,26 +42,25 @@ pub struct OpenAiSettings {
 #[derive(Clone)]
 pub struct OpenAiModel {
     settings: Arc<OpenAiSettings>,
-    http: reqwest::Client,
+    endpoint: Arc<Endpoint>,
 }
 
 impl OpenAiModel {
     /// A provider for `settings`; the error names what is wrong (a header that is not one).
     pub fn new(settings: OpenAiSettings) -> Result<Self, String> {
-        let mut headers = reqwest::header::HeaderMap::new();
-        for (name, value) in &settings.headers {
-            let n = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("`models.{}.headers`: `{name}` is not a header name", settings.name))?;
-            let v = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|_| format!("`models.{}.headers.{name}`: not a header value", settings.name))?;
-            headers.insert(n, v);
+        let mut endpoint = Endpoint::new(
+            "openai",
+            &settings.name,
+            &settings.base_url,
+            "/chat/completions",
+            &settings.headers,
+            settings.request_timeout,
+            settings.max_attempts,
+        )?;
+        if let Some(key) = &settings.api_key {
+            endpoint = endpoint.header("authorization", &format!("Bearer {key}"), Some(key))?;
         }
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .connect_timeout(settings.request_timeout)
-            .build()
-            .map_err(|e| format!("`models.{}`: cannot build the HTTP client: {e}", settings.name))?;
-        Ok(Self { settings: Arc::new(settings), http })
+        Ok(Self { settings: Arc::new(settings), endpoint: Arc::new(endpoint) })
     }
 
     /// The request body for a turn: the conversation, then the turn's tool rounds, and the
@@ -112,15 +103,11 @@ impl OpenAiModel {
         if let Some(system) = s.instructions.as_deref().filter(|i| !i.is_empty()) {
             messages.push(json!({"role": "system", "content": system}));
         }
-        let seen = window(history, s.history_tokens);
-        // With more than one participant speaking, each user message is framed with its
-        // sender's id, so the model can tell them apart.
-        let senders: std::collections::BTreeSet<&str> = seen.iter().filter_map(sender).collect();
-        messages.extend(seen.iter().map(|m| match (m.role, sender(m)) {
-            (Role::Agent, _) => json!({"role": "assistant", "content": m.text()}),
-            (_, Some(id)) if senders.len() > 1 => json!({"role": "user", "content": format!("[{id}] {}", m.text())}),
-            _ => json!({"role": "user", "content": m.text()}),
-        }));
+        messages.extend(
+            streaming::said(history, s.history_tokens)
+                .into_iter()
+                .map(|(agent, text)| json!({"role": if agent { "assistant" } else { "user" }, "content": text})),
+        );
         let mut body = json!({
             "model": s.model,
             "messages": messages,
@@ -140,155 +127,24 @@ impl OpenAiModel {
     }
 }
 
-/// Who sent a user message (the channel extension's `sender`, set when it was admitted).
-fn sender(m: &Message) -> Option<&str> {
-    (m.role == Role::User).then_some(())?;
-    m.metadata.as_ref()?.get(&crate::channel_ext_key())?.get("sender")?.as_str()
+/// The decoder of one attempt's stream: `data:` chunks until `data: [DONE]`.
+#[derive(Default)]
+struct Chunks {
+    calls: ToolCalls,
 }
 
-/// The newest messages whose text fits about `tokens` tokens (4 characters each); the last
-/// message always, however long.
-fn window(history: &[Message], tokens: usize) -> &[Message] {
-    let mut budget = tokens.saturating_mul(4);
-    let mut from = history.len();
-    for (i, m) in history.iter().enumerate().rev() {
-        let cost = m.text().len();
-        if from < history.len() && cost > budget {
-            break;
+impl Decoder for Chunks {
+    fn event(&mut self, event: &eventsource_stream::Event) -> Result<Step, Failure> {
+        if event.data.trim() == "[DONE]" {
+            // The calls the stream assembled, whole, in the order of their indexes.
+            let calls = std::mem::take(&mut self.calls).into_values().map(ModelEvent::ToolCall);
+            return Ok(Step::Done(calls.collect()));
         }
-        budget = budget.saturating_sub(cost);
-        from = i;
-    }
-    &history[from..]
-}
-
-/// Why an attempt failed.
-enum Failure {
-    /// Worth another attempt, after at least this long when the endpoint said.
-    Retry { why: String, after: Option<Duration> },
-    /// Ends the turn.
-    Fatal(String),
-}
-
-/// One attempt's outcome as the stream sees it.
-enum Piece {
-    Event(ModelEvent),
-    Failed(Failure),
-    Done,
-}
-
-impl OpenAiModel {
-    fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.settings.base_url.trim_end_matches('/'))
+        chunk_events(&event.data, &mut self.calls).map(Step::More).map_err(Failure::Fatal)
     }
 
-    /// `text` with the key cut out, and at most 500 characters of it.
-    fn scrub(&self, text: &str) -> String {
-        let mut text = text.trim().to_string();
-        if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
-            text = text.replace(key, "[REDACTED]");
-        }
-        if text.chars().count() > 500 {
-            text = text.chars().take(500).collect::<String>() + "...";
-        }
-        text
-    }
-
-    /// What a message about this model starts with.
-    fn who(&self) -> String {
-        format!("openai model `{}` at {}", self.settings.name, self.settings.base_url)
-    }
-
-    /// Sends the request; the response when it is a stream.
-    async fn open(&self, body: &Value) -> Result<reqwest::Response, Failure> {
-        let mut request = self.http.post(self.endpoint()).header("accept", "text/event-stream").json(body);
-        if let Some(key) = &self.settings.api_key {
-            request = request.bearer_auth(key);
-        }
-        let timeout = self.settings.request_timeout;
-        let response = match tokio::time::timeout(timeout, request.send()).await {
-            Err(_) => {
-                let why = format!("no response within {} s", timeout.as_secs());
-                return Err(Failure::Retry { why, after: None });
-            }
-            Ok(Err(e)) => {
-                return Err(Failure::Retry {
-                    why: format!("the request failed: {}", self.scrub(&e.to_string())),
-                    after: None,
-                });
-            }
-            Ok(Ok(r)) => r,
-        };
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let after = retry_after(response.headers());
-        let text = tokio::time::timeout(timeout, response.text()).await.ok().and_then(Result::ok).unwrap_or_default();
-        let why = format!("HTTP {status}: {}", self.scrub(&error_text(&text)));
-        if status.as_u16() == 429 || status.as_u16() == 408 || status.is_server_error() {
-            Err(Failure::Retry { why, after })
-        } else {
-            Err(Failure::Fatal(why))
-        }
-    }
-
-    /// One attempt: its events, then how it ended.
-    fn attempt(self: Arc<Self>, body: Arc<Value>) -> impl futures::Stream<Item = Piece> + Send {
-        async_stream::stream! {
-            let response = match self.open(&body).await {
-                Ok(r) => r,
-                Err(f) => {
-                    yield Piece::Failed(f);
-                    return;
-                }
-            };
-            let timeout = self.settings.request_timeout;
-            let mut events = response.bytes_stream().eventsource();
-            let mut calls = ToolCalls::new();
-            loop {
-                let next = match tokio::time::timeout(timeout, events.next()).await {
-                    Err(_) => {
-                        let why = format!("the stream stalled: nothing for {} s", timeout.as_secs());
-                        yield Piece::Failed(Failure::Retry { why, after: None });
-                        return;
-                    }
-                    Ok(next) => next,
-                };
-                let event = match next {
-                    None => {
-                        let why = "the stream ended before [DONE]".to_string();
-                        yield Piece::Failed(Failure::Retry { why, after: None });
-                        return;
-                    }
-                    Some(Err(e)) => {
-                        let why = format!("the stream was cut: {}", self.scrub(&e.to_string()));
-                        yield Piece::Failed(Failure::Retry { why, after: None });
-                        return;
-                    }
-                    Some(Ok(event)) => event,
-                };
-                if event.data.trim() == "[DONE]" {
-                    // The calls the stream assembled, whole, in the order of their indexes.
-                    for call in std::mem::take(&mut calls).into_values() {
-                        yield Piece::Event(ModelEvent::ToolCall(call));
-                    }
-                    yield Piece::Done;
-                    return;
-                }
-                match chunk_events(&event.data, &mut calls) {
-                    Ok(out) => {
-                        for e in out {
-                            yield Piece::Event(e);
-                        }
-                    }
-                    Err(why) => {
-                        yield Piece::Failed(Failure::Fatal(self.scrub(&why)));
-                        return;
-                    }
-                }
-            }
-        }
+    fn end_marker(&self) -> &'static str {
+        "[DONE]"
     }
 }
 
@@ -302,7 +158,7 @@ fn chunk_events(data: &str, calls: &mut ToolCalls) -> Result<Vec<ModelEvent>, St
     let chunk: Value = serde_json::from_str(data)
         .map_err(|e| format!("a malformed stream: a chunk that is not JSON ({e}): {data}"))?;
     if let Some(error) = chunk.get("error") {
-        return Err(format!("the stream reported an error: {}", error_text(&error.to_string())));
+        return Err(format!("the stream reported an error: {}", streaming::error_text(&error.to_string())));
     }
     let mut out = Vec::new();
     let choices = chunk.get("choices").and_then(Value::as_array);
@@ -342,31 +198,6 @@ fn chunk_events(data: &str, calls: &mut ToolCalls) -> Result<Vec<ModelEvent>, St
     Ok(out)
 }
 
-/// The endpoint's own words in an error body: `error.message` (OpenAI and most servers),
-/// `error` as a string, `message` or `detail`; else the body itself.
-fn error_text(body: &str) -> String {
-    let Ok(v) = serde_json::from_str::<Value>(body) else { return body.to_string() };
-    let found = [&v["error"]["message"], &v["error"], &v["message"], &v["detail"]]
-        .into_iter()
-        .find_map(|f| f.as_str().map(String::from));
-    found.unwrap_or_else(|| body.to_string())
-}
-
-/// `Retry-After` as seconds or an HTTP date, at most a minute.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim().to_string();
-    let wait = match value.parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
-        _ => httpdate::parse_http_date(&value).ok()?.duration_since(std::time::SystemTime::now()).unwrap_or_default(),
-    };
-    Some(wait.min(Duration::from_secs(60)))
-}
-
-/// The wait before attempt `n + 1`: what the endpoint asked, else 0.5 s doubling to 8 s.
-fn backoff(n: u32, asked: Option<Duration>) -> Duration {
-    asked.unwrap_or_else(|| Duration::from_millis(500) * 2u32.pow(n.saturating_sub(1).min(4)))
-}
-
 #[async_trait::async_trait]
 impl ModelProvider for OpenAiModel {
     fn history_window(&self) -> Option<usize> {
@@ -374,53 +205,14 @@ impl ModelProvider for OpenAiModel {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<DeltaStream, ModelError> {
-        let body = Arc::new(self.body(&request));
-        let me = Arc::new(self.clone());
-        let max = self.settings.max_attempts.max(1);
-        let stream = async_stream::stream! {
-            let mut n = 1;
-            loop {
-                let mut streamed = false;
-                let mut attempt = std::pin::pin!(me.clone().attempt(body.clone()));
-                let mut failure = None;
-                while let Some(piece) = attempt.next().await {
-                    match piece {
-                        Piece::Event(e) => {
-                            streamed |= matches!(e, ModelEvent::Text(_));
-                            yield Ok(e);
-                        }
-                        Piece::Done => return,
-                        Piece::Failed(f) => failure = Some(f),
-                    }
-                }
-                let (why, after) = match failure {
-                    Some(Failure::Retry { why, after }) => (why, after),
-                    Some(Failure::Fatal(why)) => {
-                        yield Err(ModelError { message: format!("{}: {why}", me.who()), retryable: false });
-                        return;
-                    }
-                    None => ("the stream ended before [DONE]".to_string(), None),
-                };
-                if n >= max {
-                    let message = format!("{}: gave up after {n} attempts: {why}", me.who());
-                    yield Err(ModelError { message, retryable: false });
-                    return;
-                }
-                tracing::warn!(model = %me.settings.name, attempt = n, reason = %why, "retrying the model request");
-                if streamed {
-                    yield Ok(ModelEvent::Restart { reason: format!("attempt {n} failed: {why}") });
-                }
-                tokio::time::sleep(backoff(n, after)).await;
-                n += 1;
-            }
-        };
-        Ok(stream.boxed())
+        Ok(self.endpoint.clone().stream(self.body(&request), || Box::new(Chunks::default())))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use a2a_types::Role;
 
     fn text_of(events: Vec<ModelEvent>) -> Vec<String> {
         events.into_iter().filter_map(|e| if let ModelEvent::Text(t) = e { Some(t) } else { None }).collect()
@@ -543,42 +335,6 @@ mod tests {
     }
 
     #[test]
-    fn error_bodies_give_the_endpoints_own_words() {
-        assert_eq!(
-            error_text(r#"{"error":{"message":"Invalid model","type":"invalid_request_error"}}"#),
-            "Invalid model"
-        );
-        assert_eq!(error_text(r#"{"error":"model not found"}"#), "model not found");
-        assert_eq!(error_text(r#"{"detail":"Not Found"}"#), "Not Found");
-        assert_eq!(error_text("Bad Gateway"), "Bad Gateway");
-    }
-
-    #[test]
-    fn retry_after_reads_seconds_and_dates_and_is_capped() {
-        let mut h = reqwest::header::HeaderMap::new();
-        h.insert(reqwest::header::RETRY_AFTER, "2".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
-        h.insert(reqwest::header::RETRY_AFTER, "3600".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(60)));
-        let soon = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(30));
-        h.insert(reqwest::header::RETRY_AFTER, soon.parse().unwrap());
-        let d = retry_after(&h).unwrap();
-        assert!(d > Duration::from_secs(25) && d <= Duration::from_secs(30), "{d:?}");
-        assert_eq!(backoff(1, None), Duration::from_millis(500));
-        assert_eq!(backoff(3, None), Duration::from_secs(2));
-        assert_eq!(backoff(9, None), Duration::from_secs(8));
-    }
-
-    #[test]
-    fn the_window_keeps_the_newest_messages_within_the_budget_and_always_the_last() {
-        let m = |t: &str| Message::agent_text("m", t);
-        let history = [m(&"a".repeat(40)), m(&"b".repeat(40)), m(&"c".repeat(40))];
-        assert_eq!(window(&history, 20).len(), 2, "80 characters: the two newest");
-        assert_eq!(window(&history, 1).len(), 1, "the last one, over the budget");
-        assert_eq!(window(&history, 1000).len(), 3);
-    }
-
-    #[test]
     fn the_body_puts_the_instructions_first_and_maps_the_roles() {
         let settings = OpenAiSettings {
             name: "gpt".into(),
@@ -602,7 +358,7 @@ mod tests {
         assert_eq!(body["messages"][1], json!({"role": "user", "content": "hi"}));
         assert_eq!(body["messages"][2], json!({"role": "assistant", "content": "hello"}));
         assert_eq!((body["stream"].clone(), body["max_completion_tokens"].clone()), (json!(true), json!(64)));
-        assert_eq!(model.scrub("bad key sk-secret given"), "bad key [REDACTED] given");
+        assert_eq!(model.endpoint.scrub("bad key sk-secret given"), "bad key [REDACTED] given");
 
         // Two participants: each user message is framed with its sender.
         let from = |id: &str, text: &str| {

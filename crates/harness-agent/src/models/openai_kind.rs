@@ -73,16 +73,16 @@ fn default_base_url() -> String {
 fn default_key_env() -> String {
     "OPENAI_API_KEY".into()
 }
-fn default_timeout() -> u64 {
+pub(super) fn default_timeout() -> u64 {
     120
 }
-fn default_attempts() -> u32 {
+pub(super) fn default_attempts() -> u32 {
     4
 }
-fn default_history_messages() -> usize {
+pub(super) fn default_history_messages() -> usize {
     50
 }
-fn default_history_tokens() -> usize {
+pub(super) fn default_history_tokens() -> usize {
     8000
 }
 
@@ -123,41 +123,21 @@ impl OpenAiSection {
     /// The key, from the environment (`None` when keyless); an unset variable is an error
     /// naming it.
     pub fn api_key(&self, name: &str) -> Result<Option<String>, String> {
-        if self.keyless {
-            return Ok(None);
-        }
-        match std::env::var(&self.api_key_env) {
-            Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_string())),
-            _ => Err(format!(
-                "`models.{name}`: the API key variable `{}` is not set (`api_key_env`); set it, or `keyless = true` \
-                 for an endpoint that takes no key",
-                self.api_key_env
-            )),
-        }
+        read_key(name, self.keyless, &self.api_key_env)
     }
 
     /// The provider's settings, checked; `instructions` is `[agent] instructions`.
     pub fn settings(&self, name: &str, instructions: Option<&str>) -> Result<OpenAiSettings, String> {
-        let err = |key: &str, why: String| format!("`models.{name}.{key}` {why}");
-        let url = url::Url::parse(&self.base_url).map_err(|e| err("base_url", format!("is not a URL: {e}")))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(err("base_url", format!("= `{}` must be an http or https URL", self.base_url)));
-        }
-        if self.model.trim().is_empty() {
-            return Err(err("model", "is empty: name the model the endpoint serves".into()));
-        }
-        if let Some(t) = self.temperature.filter(|t| !(0.0..=2.0).contains(t)) {
-            return Err(err("temperature", format!("= {t} must be between 0 and 2")));
-        }
-        if self.request_timeout_secs == 0 {
-            return Err(err("request_timeout_secs", "must be at least 1".into()));
-        }
-        if !(1..=10).contains(&self.max_attempts) {
-            return Err(err("max_attempts", format!("= {} must be between 1 and 10", self.max_attempts)));
-        }
-        if self.history_messages == 0 {
-            return Err(err("history_messages", "must be at least 1 (the turn's own message)".into()));
-        }
+        check_common(Common {
+            name,
+            base_url: &self.base_url,
+            model: &self.model,
+            temperature: self.temperature,
+            max_temperature: 2.0,
+            request_timeout_secs: self.request_timeout_secs,
+            max_attempts: self.max_attempts,
+            history_messages: self.history_messages,
+        })?;
         Ok(OpenAiSettings {
             name: name.into(),
             base_url: self.base_url.trim_end_matches('/').into(),
@@ -174,4 +154,56 @@ impl OpenAiSection {
             instructions: instructions.map(String::from),
         })
     }
+}
+
+/// The key in the variable `env` (`None` when `keyless`); an unset variable is an error
+/// naming it.
+pub(super) fn read_key(name: &str, keyless: bool, env: &str) -> Result<Option<String>, String> {
+    if keyless {
+        return Ok(None);
+    }
+    match std::env::var(env) {
+        Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_string())),
+        _ => Err(format!(
+            "`models.{name}`: the API key variable `{env}` is not set (`api_key_env`); set it, or `keyless = true` \
+             for an endpoint that takes no key"
+        )),
+    }
+}
+
+/// The keys every HTTP provider's table has, to check.
+pub(super) struct Common<'a> {
+    pub name: &'a str,
+    pub base_url: &'a str,
+    pub model: &'a str,
+    pub temperature: Option<f64>,
+    pub max_temperature: f64,
+    pub request_timeout_secs: u64,
+    pub max_attempts: u32,
+    pub history_messages: usize,
+}
+
+/// Checks the keys every HTTP provider's table has; the error names the key.
+pub(super) fn check_common(c: Common<'_>) -> Result<(), String> {
+    let err = |key: &str, why: String| format!("`models.{}.{key}` {why}", c.name);
+    let url = url::Url::parse(c.base_url).map_err(|e| err("base_url", format!("is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(err("base_url", format!("= `{}` must be an http or https URL", c.base_url)));
+    }
+    if c.model.trim().is_empty() {
+        return Err(err("model", "is empty: name the model the endpoint serves".into()));
+    }
+    if let Some(t) = c.temperature.filter(|t| !(0.0..=c.max_temperature).contains(t)) {
+        return Err(err("temperature", format!("= {t} must be between 0 and {}", c.max_temperature)));
+    }
+    if c.request_timeout_secs == 0 {
+        return Err(err("request_timeout_secs", "must be at least 1".into()));
+    }
+    if !(1..=10).contains(&c.max_attempts) {
+        return Err(err("max_attempts", format!("= {} must be between 1 and 10", c.max_attempts)));
+    }
+    if c.history_messages == 0 {
+        return Err(err("history_messages", "must be at least 1 (the turn's own message)".into()));
+    }
+    Ok(())
 }

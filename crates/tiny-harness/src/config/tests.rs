@@ -91,7 +91,9 @@ fn openai_models_are_checked_naming_the_key_and_their_keys_are_redacted() {
     let unknown = load("[agent]\nmodel = \"gpt\"\n[models.gpt]\nkind = \"bedrock\"\nmodel = \"x\"\n").unwrap();
     let err = crate::Harness::new(unknown).err().expect("refused").to_string();
     assert!(
-        err.contains("`models.gpt.kind` = \"bedrock\" is not a kind this harness has (expected one of \"openai\""),
+        err.contains(
+            "`models.gpt.kind` = \"bedrock\" is not a kind this harness has (expected one of \"anthropic\", \"openai\")"
+        ),
         "{err}"
     );
     let err = load("[models.echo]\nkind = \"openai\"\nmodel = \"x\"\n").unwrap_err().to_string();
@@ -125,6 +127,48 @@ fn openai_models_are_checked_naming_the_key_and_their_keys_are_redacted() {
     bad.base_url = "ftp://example.com".into();
     let err = bad.settings("gpt", None).unwrap_err().to_string();
     assert!(err.contains("`models.gpt.base_url`") && err.contains("http or https"), "{err}");
+}
+
+/// Issue 29: `[models.<name>]` of kind `anthropic` is built by its factory beside `openai`:
+/// its key joins the redaction set, and what is refused names the key.
+#[test]
+fn anthropic_models_are_checked_naming_the_key_and_their_keys_are_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.toml");
+    let load = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        Config::from_file(&path, dir.path())
+    };
+    let err = load("[models.claude]\nkind = \"anthropic\"\nmodel = \"x\"\nmax_tokens = 5\n").unwrap_err().to_string();
+    assert!(err.contains("models.claude") && err.contains("unknown field `max_tokens`"), "{err}");
+    let var = "TINY_HARNESS_TEST_KEY_29";
+    let config = load(&format!(
+        "[agent]\nmodel = \"claude\"\n[models.claude]\nkind = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"{var}\"\n"
+    ))
+    .unwrap();
+    // SAFETY: a variable of this test alone.
+    unsafe { std::env::remove_var(var) };
+    let err = crate::Harness::new(config.clone()).err().expect("refused").to_string();
+    assert!(err.contains("`models.claude`: the API key variable `TINY_HARNESS_TEST_KEY_29` is not set"), "{err}");
+    unsafe { std::env::set_var(var, "sk-ant-unit-key") };
+    assert!(config.secret_values().contains(&"sk-ant-unit-key".to_string()), "the key is redacted");
+    assert!(crate::Harness::new(config.clone()).is_ok(), "built by the anthropic factory");
+    let section =
+        harness_agent::models::AnthropicSection::from_table("claude", &config.models.named["claude"]).unwrap();
+    let settings = section.settings("claude", None).unwrap();
+    assert_eq!(
+        (settings.base_url.as_str(), settings.version.as_str(), settings.max_output_tokens),
+        ("https://api.anthropic.com", "2023-06-01", 4096)
+    );
+    unsafe { std::env::remove_var(var) };
+    let mut bad = section;
+    bad.keyless = true;
+    bad.temperature = Some(1.5);
+    let err = bad.settings("claude", None).unwrap_err();
+    assert!(err.contains("`models.claude.temperature` = 1.5 must be between 0 and 1"), "{err}");
+    bad.temperature = None;
+    bad.max_output_tokens = 0;
+    assert!(bad.settings("claude", None).unwrap_err().contains("`models.claude.max_output_tokens` must be at least 1"));
 }
 
 /// Issue 19: `[[agents]]` entries are checked when the harness is built, each refusal naming

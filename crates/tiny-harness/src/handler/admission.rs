@@ -159,6 +159,7 @@ impl HarnessHandler {
             message: message.clone(),
             command,
             args,
+            tool: None,
         };
         controls::ask(policy.as_ref(), request).await
     }

@@ -17,6 +17,10 @@ pub enum PolicyPoint {
     RequestReceived,
     /// A slash command or a control (which skip `request.received`).
     CommandInvoked,
+    /// A tool call the model asked for, before it runs (issue 29): `tool` names it and `args`
+    /// holds its arguments (JSON, redacted); `message` is empty. A refusal (or the policy's
+    /// error) becomes the call's error result, which the model reads; the task goes on.
+    ToolInvoked,
 }
 
 impl PolicyPoint {
@@ -24,6 +28,7 @@ impl PolicyPoint {
         match self {
             Self::RequestReceived => "request.received",
             Self::CommandInvoked => "command.invoked",
+            Self::ToolInvoked => "tool.invoked",
         }
     }
 }
@@ -40,8 +45,10 @@ pub struct PolicyRequest {
     pub message: Message,
     /// At `command.invoked`: the command's name, or `control` for the control envelope.
     pub command: Option<String>,
-    /// A command's arguments.
+    /// A command's arguments; at `tool.invoked`, the tool's (JSON, redacted).
     pub args: String,
+    /// At `tool.invoked`: the tool's name as the model called it.
+    pub tool: Option<String>,
 }
 
 /// The policy's answer.
@@ -54,6 +61,43 @@ pub enum PolicyDecision {
         code: String,
         message: String,
     },
+}
+
+/// The host's policy at `tool.invoked`, as the tool registry asks it.
+pub(crate) struct PolicyGate {
+    pub policy: std::sync::Arc<dyn Policy>,
+    pub redactor: std::sync::Arc<harness_agent::redaction::Redactor>,
+}
+
+#[async_trait::async_trait]
+impl harness_agent::tools::ToolGate for PolicyGate {
+    async fn refusal(
+        &self,
+        ctx: &harness_agent::tools::ToolContext,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> Option<String> {
+        let request = PolicyRequest {
+            point: PolicyPoint::ToolInvoked,
+            task_id: Some(ctx.task_id.clone()),
+            sender: None,
+            message: Message::default(),
+            command: None,
+            args: self.redactor.text(&arguments.to_string()),
+            tool: Some(name.to_string()),
+        };
+        match self.policy.check(&request).await {
+            Ok(PolicyDecision::Allow) => None,
+            Ok(PolicyDecision::Refuse { code, message }) => {
+                tracing::info!(task = %ctx.task_id, tool = name, %code, "the policy refused a tool call");
+                Some(format!("the policy refused it ({code}: {message})"))
+            }
+            Err(why) => {
+                tracing::warn!(task = %ctx.task_id, tool = name, error = %why, "the policy failed at tool.invoked");
+                Some(format!("the policy could not decide ({why}), so the call was not run"))
+            }
+        }
+    }
 }
 
 /// A host's policy (S9), given to the `Harness` builder. An `Err` fails the request (an

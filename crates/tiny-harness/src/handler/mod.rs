@@ -28,6 +28,7 @@ mod temporal;
 
 pub(crate) use access::Caller;
 pub use access::ParticipantResolver;
+pub(crate) use controls::PolicyGate;
 pub use controls::{Policy, PolicyDecision, PolicyPoint, PolicyRequest};
 pub use envelope::ENVELOPE_SCHEMA;
 
