@@ -38,6 +38,20 @@ pub async fn rpc_as(base: &str, header: Option<(&str, &str)>, method: &str, para
 }
 
 /// A user message with one text part.
+/// A message from `who` (named in its metadata, `participant_id`) to `task` when given, with
+/// these parts.
+pub fn message_from(who: Option<&str>, task: Option<&str>, parts: Value) -> Value {
+    let mut m = user_text("");
+    m["parts"] = parts;
+    if let Some(who) = who {
+        m["metadata"] = serde_json::json!({"participant_id": who});
+    }
+    if let Some(task) = task {
+        m["taskId"] = serde_json::json!(task);
+    }
+    m
+}
+
 pub fn user_text(text: &str) -> Value {
     json!({"messageId": format!("m-{}", uuid_like()), "role": "ROLE_USER", "parts": [{"text": text}]})
 }

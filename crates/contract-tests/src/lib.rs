@@ -12,7 +12,7 @@ pub mod anthropic_mock;
 mod client;
 pub mod openai_mock;
 pub mod webhook;
-pub use client::{A2AClient, Answer, SseEvents, kind, rpc_as, state, task_id, user_text};
+pub use client::{A2AClient, Answer, SseEvents, kind, message_from, rpc_as, state, task_id, user_text};
 
 /// Environment variable naming an already running dev server (`host:port`).
 pub const SHARED_TEMPORAL_ENV: &str = "TINY_HARNESS_TEST_TEMPORAL";

@@ -19,7 +19,7 @@
 //! | `malformed` | a chunk that is not JSON |
 //!
 //! Tool calls (issue 29): a request that offers `tools` whose newest user message has lines
-//! `@call <tool> <json arguments>` is answered, in its first round, with those calls streamed
+//! `@call <tool> <json arguments>` (framed with a sender, `[alice] @call ...`, too) is answered, in its first round, with those calls streamed
 //! as `tool_calls` deltas (all in one response, each call's arguments split across three
 //! chunks, ids `call_<round>_<n>`, finish reason `tool_calls`); with `@loop` in the message
 //! every round calls them again. A later round answers the text `Tools said: ` and the
@@ -146,7 +146,12 @@ fn tool_answer(body: &Value, last_user: &str) -> String {
     if rounds == 0 || last_user.contains("@loop") {
         let calls: Vec<(String, String)> = last_user
             .lines()
-            .filter_map(|l| l.trim().strip_prefix("@call "))
+            // A line may be framed with its sender (`[alice] @call ...`).
+            .filter_map(|l| {
+                let l = l.trim();
+                let l = l.strip_prefix('[').and_then(|r| r.split_once("] ")).map_or(l, |(_, rest)| rest);
+                l.strip_prefix("@call ")
+            })
             .filter_map(|l| l.split_once(' ').map(|(n, a)| (n.to_string(), a.trim().to_string())))
             .collect();
         let mut out = frame(json!({"role": "assistant", "content": null}), Value::Null);

@@ -4,7 +4,7 @@
 //! substates on the card. Each abuse case is checked to leave the task and its log as they
 //! were (docs/controls.md).
 
-use contract_tests::{A2AClient, HarnessOptions, HarnessProcess, kind, state, user_text};
+use contract_tests::{A2AClient, HarnessOptions, HarnessProcess, kind, state};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -19,17 +19,9 @@ enum Binding {
 
 const BOTH: [Binding; 2] = [Binding::JsonRpc, Binding::Rest];
 
-/// A message from `who` (named in its metadata), to `task` when given.
+/// A message from `who` to `task`, with these parts.
 fn from(who: Option<&str>, task: Option<&str>, parts: Value) -> Value {
-    let mut m = user_text("");
-    m["parts"] = parts;
-    if let Some(who) = who {
-        m["metadata"] = json!({"participant_id": who});
-    }
-    if let Some(task) = task {
-        m["taskId"] = json!(task);
-    }
-    m
+    contract_tests::message_from(who, task, parts)
 }
 
 fn text(who: Option<&str>, task: Option<&str>, t: &str) -> Value {
@@ -618,7 +610,13 @@ async fn the_card_lists_the_commands_sorted_and_exactly_the_substates_this_build
     };
     assert_eq!(
         ext("status/v1")["params"]["substates"],
-        json!(["awaiting-next-message", "awaiting-assignee", "awaiting-subtasks"])
+        json!([
+            "awaiting-next-message",
+            "awaiting-assignee",
+            "awaiting-subtasks",
+            "calling-tools",
+            "awaiting-participant"
+        ])
     );
     let commands = ext("commands/v1");
     let names: Vec<&str> =

@@ -262,6 +262,127 @@ async fn the_hosts_policy_refuses_a_tool_call_and_the_model_reads_the_refusal() 
     harness.stop().await;
 }
 
+const EVENT: &str = "application/vnd.tiny-harness.event+json";
+
+/// A message from `who` to `task`, with these parts.
+fn from(who: Option<&str>, task: Option<&str>, parts: Value) -> Value {
+    contract_tests::message_from(who, task, parts)
+}
+
+/// The texts of a task's history, in order.
+fn history_texts(task: &Value) -> Vec<String> {
+    task["history"].as_array().map(|h| h.iter().map(texts).collect()).unwrap_or_default()
+}
+
+/// `ask_participant` (a built-in of `agent.builtin_tools`): the model asks bob; the task parks
+/// INPUT_REQUIRED in substate `awaiting-participant` naming bob, the question its status
+/// message and a history entry; alice's message meanwhile waits for the turn's end; bob's
+/// answer is the call's result (it takes no turn of its own) and the turn ends with the
+/// model's answer; then alice's message takes its turn. A participant the task does not
+/// have is an error result; a plain client (no participants) is asked and answers too.
+#[tokio::test(flavor = "multi_thread")]
+async fn ask_participant_parks_the_task_until_the_asked_participant_answers() {
+    let mock = MockOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), &mock);
+    c.agent.builtin_tools = vec!["ask_participant".into()];
+    let harness = Harness::builder(c).build().unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let send = |message: Value| {
+        let base = base.clone();
+        async move { rpc_as(&base, None, "SendMessage", json!({"message": message})).await["result"]["task"].clone() }
+    };
+    let get = |id: String| {
+        let base = base.clone();
+        async move { rpc_as(&base, None, "GetTask", json!({"id": id})).await["result"].clone() }
+    };
+    let brief = json!({"kind": "task", "payload": {"name": "trip", "goal": "plan a trip",
+        "participants": [{"id": "bob", "kind": "human", "role": "reporter"}]}});
+    let ask = "@call ask_participant {\"participant\": \"bob\", \"question\": \"Which city?\"}";
+    let parked = send(from(Some("alice"), None, json!([{"data": brief, "mediaType": EVENT}, {"text": ask}]))).await;
+    let id = parked["id"].as_str().expect("a task").to_string();
+    assert_eq!(parked["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{parked}");
+    assert_eq!(parked["metadata"][STATUS], json!({"substate": "awaiting-participant", "participant": "bob"}));
+    assert_eq!(texts(&parked["status"]["message"]), "Which city?");
+    let offered = &mock.seen()[0].body["tools"];
+    assert_eq!(offered[0]["function"]["name"], "ask_participant", "{offered}");
+
+    // Alice speaks meanwhile: her message waits; bob's answers.
+    let alice = tokio::spawn(send(from(Some("alice"), Some(&id), json!([{"text": "I think Rome"}]))));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !history_texts(&get(id.clone()).await).contains(&"I think Rome".to_string()) {
+        assert!(std::time::Instant::now() < deadline, "alice's message was not recorded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(mock.seen().len(), 1, "alice's message is not the answer: the model was not called");
+    send(from(Some("bob"), Some(&id), json!([{"text": "Oslo"}]))).await;
+    alice.await.unwrap();
+    let done = loop {
+        let task = get(id.clone()).await;
+        if task["metadata"][STATUS]["substate"] == "awaiting-next-message" {
+            break task;
+        }
+        assert!(std::time::Instant::now() < deadline, "the turns did not end: {task}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        history_texts(&done),
+        [ask, "Which city?", "I think Rome", "Oslo", "Tools said: bob answered: Oslo", "Hello from the mock"]
+    );
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 3, "the ask turn's two model calls, then alice's turn");
+    let last = seen[1].body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["role"].as_str(), last["content"].as_str()), (Some("tool"), Some("bob answered: Oslo")));
+
+    // A participant the task does not have.
+    let nobody = "@call ask_participant {\"participant\": \"zed\", \"question\": \"Hi?\"}";
+    let answered = send(from(Some("alice"), Some(&id), json!([{"text": nobody}]))).await;
+    let said = texts(&answered["status"]["message"]);
+    assert!(said.starts_with("Tools said: there is no participant `zed` on this task (participants: "), "{said}");
+
+    // A plain client: no participant named, the next message answers.
+    let plain = send(user_text("@call ask_participant {\"question\": \"Which city?\"}")).await;
+    assert_eq!(plain["metadata"][STATUS], json!({"substate": "awaiting-participant"}), "{plain}");
+    let mut answer = user_text("Paris");
+    answer["taskId"] = plain["id"].clone();
+    let answered = send(answer).await;
+    assert_eq!(texts(&answered["status"]["message"]), "Tools said: the user answered: Paris", "{answered}");
+    harness.stop().await;
+}
+
+/// A task parked on a question survives a SIGKILL of the harness: after the restart the
+/// answer resumes the turn, and the model's context holds the call and its result once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_survives_a_sigkill_and_the_answer_resumes_the_turn() {
+    let mock = MockOpenAi::start().await;
+    let mut h = contract_tests::HarnessProcess::start(contract_tests::HarnessOptions {
+        agent_extra: "model = \"gpt\"\nbuiltin_tools = [\"ask_participant\"]\n".into(),
+        extra_config: format!(
+            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\nkeyless = true\n",
+            mock.base_url
+        ),
+        ..Default::default()
+    })
+    .await;
+    let parked = h.client().send(user_text("@call ask_participant {\"question\": \"Which city?\"}"), json!({})).await;
+    let task = &parked["result"]["task"];
+    assert_eq!(task["metadata"][STATUS]["substate"], "awaiting-participant", "{parked}");
+    let id = task["id"].as_str().unwrap().to_string();
+    h.kill9();
+    h.restart().await;
+    let mut answer = user_text("Paris");
+    answer["taskId"] = json!(id);
+    let answered = h.client().send(answer, json!({})).await;
+    let status = &answered["result"]["task"]["status"];
+    assert_eq!(texts(&status["message"]), "Tools said: the user answered: Paris", "{answered}");
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 2, "one call before the kill, one after the answer");
+    let messages = seen[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "the call and its result once: {messages:?}");
+}
+
 /// The text of a command's reply, sent to the task over JSON-RPC.
 async fn command(base: &str, task_id: &str, text: &str) -> String {
     let mut message = user_text(text);
@@ -285,6 +406,16 @@ fn bad_host_tools_are_refused_by_build_naming_the_tool() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("`t` is registered twice"), "{err}");
-    let err = Harness::builder(c).tool("t", "d", json!({"type": "object", "required": 3}), ok).build().err().unwrap();
+    let err =
+        Harness::builder(c.clone()).tool("t", "d", json!({"type": "object", "required": 3}), ok).build().err().unwrap();
     assert!(err.to_string().contains("the input schema of tool `t` is not a JSON Schema"), "{err}");
+    let err = Harness::builder(c.clone()).tool("ask_participant", "d", json!({"type": "object"}), ok).build().err();
+    assert!(err.unwrap().to_string().contains("`ask_participant` is a built-in tool's"));
+    let mut summon = c;
+    summon.agent.builtin_tools = vec!["summon".into()];
+    let err = Harness::builder(summon).build().err().unwrap().to_string();
+    assert!(
+        err.contains("`agent.builtin_tools`: `summon` is not a built-in tool (expected one of ask_participant)"),
+        "{err}"
+    );
 }

@@ -103,6 +103,34 @@ pub struct ToolRegistry {
     tools: Arc<BTreeMap<String, Entry>>,
     sources: Vec<Arc<crate::mcp::McpSource>>,
     gate: Option<Arc<dyn ToolGate>>,
+    /// Built-in tools the workflow runs itself (`ask_participant`): offered to the model,
+    /// never run by `invoke_tool`.
+    builtins: Vec<ToolSpec>,
+}
+
+/// The names of the built-in tools, which no other tool may take.
+pub const BUILTIN_NAMES: &[&str] = &[harness_workflow::ASK_PARTICIPANT, "delegate", "emit_ui"];
+
+/// `ask_participant` as the model is told about it (the workflow runs it: docs/tools.md).
+pub fn ask_participant_spec() -> ToolSpec {
+    ToolSpec {
+        name: harness_workflow::ASK_PARTICIPANT.into(),
+        description: "Asks a participant of this task a question and waits for the answer, which is this \
+                      tool's result. The task shows the question and waits (input required) until that \
+                      participant replies. Use it when only a person can give what you need: a fact, a \
+                      choice, an approval."
+            .into(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {
+                "question": {"type": "string", "description": "The question, as the participant will read it."},
+                "participant": {"type": "string", "description":
+                    "The id of the participant to ask; leave it out to take the answer of whoever writes next."}
+            },
+            "required": ["question"],
+            "additionalProperties": false
+        }),
+    }
 }
 
 impl ToolRegistry {
@@ -113,6 +141,12 @@ impl ToolRegistry {
     /// These tools and the tools of `sources` (issue 29: MCP).
     pub fn with_sources(self, sources: Vec<Arc<crate::mcp::McpSource>>) -> Self {
         Self { sources, ..self }
+    }
+
+    /// These tools and the built-in `spec`, which the workflow runs.
+    pub fn with_builtin(mut self, spec: ToolSpec) -> Self {
+        self.builtins.push(spec);
+        self
     }
 
     /// These tools, each call asked of `gate` before it runs.
@@ -130,15 +164,15 @@ impl ToolRegistry {
         &self.sources
     }
 
-    /// The tools as the model is told about them: the harness's own sorted by name, then
-    /// each source's.
+    /// The tools as the model is told about them: the built-ins, the harness's own sorted by
+    /// name, then each source's.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let own = self.tools.values().map(|e| e.tool.spec().clone());
+        let own = self.builtins.iter().cloned().chain(self.tools.values().map(|e| e.tool.spec().clone()));
         own.chain(self.sources.iter().flat_map(|s| s.specs().into_iter().map(|(spec, _)| spec))).collect()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty() && self.sources.iter().all(|s| s.specs().is_empty())
+        self.builtins.is_empty() && self.tools.is_empty() && self.sources.iter().all(|s| s.specs().is_empty())
     }
 
     /// Whether the named tool may run again (unknown tools may not).
@@ -204,6 +238,9 @@ impl ToolRegistryBuilder {
             if self.tools.contains_key(&name) {
                 return Err(format!("the tool `{name}` is registered twice"));
             }
+            if BUILTIN_NAMES.contains(&name.as_str()) {
+                return Err(format!("the tool name `{name}` is a built-in tool's (`agent.builtin_tools`)"));
+            }
             if !spec.input_schema.is_object() || spec.input_schema.get("type").is_some_and(|t| t != "object") {
                 return Err(format!("the input schema of tool `{name}` must be a JSON Schema of an object"));
             }
@@ -222,7 +259,7 @@ impl ToolRegistryBuilder {
     pub fn try_build(self) -> Result<ToolRegistry, String> {
         match self.error {
             Some(why) => Err(why),
-            None => Ok(ToolRegistry { tools: Arc::new(self.tools), sources: Vec::new(), gate: None }),
+            None => Ok(ToolRegistry { tools: Arc::new(self.tools), ..ToolRegistry::default() }),
         }
     }
 }
@@ -234,17 +271,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("`{name}` is not a tool name: use 1 to 64 of a-z, A-Z, 0-9, `_` and `-`")) }
 }
 
-/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
-pub fn shorten(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
+pub use harness_workflow::shorten;
 
 #[cfg(test)]
 mod tests {

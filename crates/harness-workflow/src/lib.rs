@@ -100,6 +100,23 @@ pub const AWAITING_NEXT_MESSAGE: &str = "awaiting-next-message";
 pub const AWAITING_ASSIGNEE: &str = "awaiting-assignee";
 /// Substate of a turn while the tools its model asked for run (issue 29).
 pub const CALLING_TOOLS: &str = "calling-tools";
+/// Substate of a task whose model asked a participant a question (`ask_participant`, issue
+/// 29): the status extension names the participant (`"participant"`) when the model did.
+pub const AWAITING_PARTICIPANT: &str = "awaiting-participant";
+/// The built-in tool that asks a participant of the task a question (issue 29).
+pub const ASK_PARTICIPANT: &str = "ask_participant";
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
 
 /// Metadata key of a turn's tool call on its WORKING status update (issue 29):
 /// `{"callId", "name", "phase": "call"|"result", "arguments", "outcome", "durationMs"}`.

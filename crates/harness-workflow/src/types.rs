@@ -390,11 +390,15 @@ pub struct ToolLimits {
     pub max_rounds: u32,
     /// How long one call may run.
     pub timeout_secs: u64,
+    /// The model may call the built-in `ask_participant`, which the workflow runs
+    /// (`[agent] builtin_tools`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ask_participant: bool,
 }
 
 impl Default for ToolLimits {
     fn default() -> Self {
-        Self { max_rounds: 16, timeout_secs: 300 }
+        Self { max_rounds: 16, timeout_secs: 300, ask_participant: false }
     }
 }
 

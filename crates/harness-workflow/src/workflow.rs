@@ -14,6 +14,7 @@
 //! [`crate::RunLimits`] continues as new, handing the next run its [`Carried`] state
 //! (docs/event-log.md, "The run boundary").
 
+mod builtin;
 mod delegate;
 mod dispatch;
 mod emit;

@@ -2,11 +2,12 @@
 //! - `[dependencies]` names nothing that does I/O or brings its own runtime (tokio, an HTTP
 //!   client, the store, push delivery): what activities run lives in harness-agent.
 //! - the modules of `src/workflow/` import only the layers below them
-//!   (`emit` <- `delegate` <- `dispatch` <- `turn`), so no two of them import each other.
+//!   (`emit` <- `delegate` <- `dispatch` <- `builtin` <- `turn`), so no two of them import
+//!   each other.
 
 use std::path::Path;
 
-const LAYERS: &[&str] = &["emit", "delegate", "dispatch", "turn"];
+const LAYERS: &[&str] = &["emit", "delegate", "dispatch", "builtin", "turn"];
 
 #[test]
 fn the_workflow_crate_depends_on_nothing_that_does_io() {

@@ -5,7 +5,9 @@
 
 use crate::config::{CardSection, SkillConfig};
 use a2a_types::{AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, Struct};
-use harness_workflow::{AWAITING_ASSIGNEE, AWAITING_NEXT_MESSAGE, AWAITING_SUBTASKS};
+use harness_workflow::{
+    AWAITING_ASSIGNEE, AWAITING_NEXT_MESSAGE, AWAITING_PARTICIPANT, AWAITING_SUBTASKS, CALLING_TOOLS,
+};
 use serde_json::json;
 
 /// Base URI of this project's extensions (EXTENSIONS.md `BASE`).
@@ -48,8 +50,9 @@ fn params(v: serde_json::Value) -> Option<Struct> {
 }
 
 /// The substates this build emits (EXTENSIONS.md, status); `awaiting-subtasks` comes with
-/// delegation.
-pub const SUBSTATES: [&str; 3] = [AWAITING_NEXT_MESSAGE, AWAITING_ASSIGNEE, AWAITING_SUBTASKS];
+/// delegation, `calling-tools` and `awaiting-participant` with tools (issue 29).
+pub const SUBSTATES: [&str; 5] =
+    [AWAITING_NEXT_MESSAGE, AWAITING_ASSIGNEE, AWAITING_SUBTASKS, CALLING_TOOLS, AWAITING_PARTICIPANT];
 
 /// The five extensions, each `required: false`.
 fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {

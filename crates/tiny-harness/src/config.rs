@@ -194,6 +194,9 @@ pub struct AgentSection {
     pub tool_timeout_secs: u64,
     /// A tool's result longer than this is cut (the cut marked) before the model reads it.
     pub max_tool_result_bytes: usize,
+    /// The built-in tools the model is offered (docs/tools.md): `ask_participant`. None by
+    /// default: each changes what the model may do to a task.
+    pub builtin_tools: Vec<String>,
 }
 
 impl AgentSection {
@@ -249,9 +252,22 @@ impl AgentSection {
                 self.max_tool_result_bytes
             )));
         }
-        Ok(harness_workflow::ToolLimits { max_rounds: self.max_tool_rounds, timeout_secs: self.tool_timeout_secs })
+        if let Some(unknown) = self.builtin_tools.iter().find(|t| !BUILTIN_TOOLS.contains(&t.as_str())) {
+            return Err(ConfigError(format!(
+                "`agent.builtin_tools`: `{unknown}` is not a built-in tool (expected one of {})",
+                BUILTIN_TOOLS.join(", ")
+            )));
+        }
+        Ok(harness_workflow::ToolLimits {
+            max_rounds: self.max_tool_rounds,
+            timeout_secs: self.tool_timeout_secs,
+            ask_participant: self.tools && self.builtin_tools.iter().any(|t| t == harness_workflow::ASK_PARTICIPANT),
+        })
     }
 }
+
+/// The built-in tools `[agent] builtin_tools` may name.
+pub const BUILTIN_TOOLS: &[&str] = &[harness_workflow::ASK_PARTICIPANT];
 
 impl Default for AgentSection {
     fn default() -> Self {
@@ -271,6 +287,7 @@ impl Default for AgentSection {
             max_tool_rounds: harness_workflow::ToolLimits::default().max_rounds,
             tool_timeout_secs: harness_workflow::ToolLimits::default().timeout_secs,
             max_tool_result_bytes: 16 * 1024,
+            builtin_tools: Vec::new(),
         }
     }
 }

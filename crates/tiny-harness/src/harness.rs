@@ -10,6 +10,7 @@ use harness_agent::commands::{CommandInfo, CommandRegistry};
 use harness_agent::mcp::McpSource;
 use harness_agent::models::{ModelRegistry, ProviderContext, ProviderFactory, ProviderKinds, ScriptedModel};
 use harness_agent::redaction::Redactor;
+use harness_agent::tools::ask_participant_spec;
 use harness_push::{DeliveryPolicy, Pusher};
 use harness_store::Store;
 use std::sync::Arc;
@@ -208,7 +209,10 @@ impl HarnessBuilder {
         let tools = self.tools.try_build().map_err(crate::ConfigError)?;
         // `agent.tools = false`: the model is offered none.
         let sources = crate::config::check_mcp(&config.mcp)?.into_iter().map(McpSource::new).collect();
+        let limits = config.agent.tool_limits()?;
         let tools = if config.agent.tools { tools.with_sources(sources) } else { Default::default() };
+        // The built-ins the workflow runs are offered beside them (docs/tools.md).
+        let tools = if limits.ask_participant { tools.with_builtin(ask_participant_spec()) } else { tools };
         crate::config::check_agents(&config.agents)?;
         if config.temporal.mode == crate::config::TemporalMode::Remote {
             config.temporal.auth()?;
@@ -216,7 +220,6 @@ impl HarnessBuilder {
         let delegates = config.agents.iter().map(|a| a.id.clone()).collect();
         let commands = self.commands.delegation(delegates).try_build().map_err(crate::ConfigError)?;
         config.agent.run_limits()?;
-        config.agent.tool_limits()?;
         let prefix = config.prefix();
         let public_url = config.public_url()?;
         let card = crate::card::build(

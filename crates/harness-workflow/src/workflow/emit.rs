@@ -32,10 +32,23 @@ pub(super) async fn set_status_with(
     substate: Option<&str>,
     extra: Option<Struct>,
 ) -> WorkflowResult<()> {
+    let status = substate.map(|sub| serde_json::json!({ "substate": sub }));
+    set_status_full(ctx, state, message, status, extra).await
+}
+
+/// [`set_status_with`] with the status extension's whole object (`{"substate", ...}`), which
+/// the head keeps too.
+pub(super) async fn set_status_full(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    state: TaskState,
+    message: Option<Message>,
+    status: Option<serde_json::Value>,
+    extra: Option<Struct>,
+) -> WorkflowResult<()> {
     let ts = timestamp(ctx.workflow_time());
-    let metadata = substate.map(|sub| {
+    let metadata = status.map(|status| {
         let mut m = Struct::new();
-        m.insert(status_ext_key(), serde_json::json!({ "substate": sub }));
+        m.insert(status_ext_key(), status);
         m
     });
     let (event, snapshot) = ctx.state_mut(|s| {

@@ -1,6 +1,7 @@
 //! The steps of the run loop: wait for the first message, take the next one, run its
 //! model turn and end the turn as the lifecycle (D5) or the provider says.
 
+use super::builtin::{self, Cut};
 use super::emit::{emit, failure_text, set_status, timestamp};
 use super::{Flow, TaskWorkflow};
 use crate::activity;
@@ -291,24 +292,27 @@ async fn tool_round(
     }
     let (task_id, context_id, timeout) =
         ctx.state(|s| (s.head.id.clone(), s.head.context_id.clone(), s.input.tools.timeout_secs));
+    // The built-ins the workflow runs itself wait for the tools that run as activities.
+    let builtins: Vec<bool> = calls.iter().map(|c| ctx.state(|s| builtin::is_builtin(s, c))).collect();
     let started = ctx.workflow_time();
-    let running = crate::join::JoinCancellable::new(calls.iter().map(|call| {
-        let attempts = if call.idempotent { 3 } else { 1 };
-        let invocation = crate::ToolInvocation {
-            task_id: task_id.clone(),
-            context_id: context_id.clone(),
-            turn,
-            call: call.clone(),
-        };
-        ctx.execute_activity(
-            activity::InvokeTool,
-            invocation,
-            ActivityOptions::with_start_to_close_timeout(Duration::from_secs(timeout.max(1)))
-                .heartbeat_timeout(Duration::from_secs(10))
-                .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(attempts).build())
-                .build(),
-        )
-    }));
+    let running =
+        crate::join::JoinCancellable::new(calls.iter().zip(&builtins).filter(|(_, b)| !**b).map(|(call, _)| {
+            let attempts = if call.idempotent { 3 } else { 1 };
+            let invocation = crate::ToolInvocation {
+                task_id: task_id.clone(),
+                context_id: context_id.clone(),
+                turn,
+                call: call.clone(),
+            };
+            ctx.execute_activity(
+                activity::InvokeTool,
+                invocation,
+                ActivityOptions::with_start_to_close_timeout(Duration::from_secs(timeout.max(1)))
+                    .heartbeat_timeout(Duration::from_secs(10))
+                    .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(attempts).build())
+                    .build(),
+            )
+        }));
     let outcomes = match during_turn(ctx, running).await? {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(_)) => Vec::new(),
@@ -318,25 +322,21 @@ async fn tool_round(
         (Some(a), Some(b)) => b.duration_since(a).map_or(0, |d| d.as_millis() as u64),
         _ => 0,
     };
+    let mut outcomes = outcomes.into_iter();
     let mut results = Vec::with_capacity(calls.len());
-    for (call, outcome) in calls.iter().zip(outcomes) {
-        let result = outcome.unwrap_or_else(|e| crate::ToolResult {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            content: if call.idempotent {
-                format!("the tool `{}` failed and its retries ran out: {}", call.name, failure_text(&e))
-            } else {
-                format!(
-                    "the call of `{}` was interrupted ({}) and was not run again: the tool is not idempotent, and a \
-                     second run could repeat its effect",
-                    call.name,
-                    failure_text(&e)
-                )
-            },
-            is_error: true,
-            summary: String::new(),
-            duration_ms: elapsed,
-        });
+    for (call, is_builtin) in calls.iter().zip(builtins) {
+        let result = if is_builtin {
+            match builtin::run(ctx, turn, call).await? {
+                Ok(result) => result,
+                Err(cut) => return Ok(Err(cut)),
+            }
+        } else {
+            match outcomes.next() {
+                Some(Ok(result)) => result,
+                Some(Err(e)) => not_run(call, &failure_text(&e), elapsed),
+                None => not_run(call, "it never started", elapsed),
+            }
+        };
         let mark = serde_json::json!({
             "callId": result.call_id, "name": result.name, "phase": "result", "arguments": result.summary,
             "outcome": if result.is_error { "error" } else { "ok" }, "durationMs": result.duration_ms,
@@ -347,17 +347,31 @@ async fn tool_round(
     Ok(Ok(results))
 }
 
+/// The error result of a call whose activity failed (`why`): retries ran out for an
+/// idempotent tool; any other was not run again.
+fn not_run(call: &crate::ToolCall, why: &str, elapsed: u64) -> crate::ToolResult {
+    crate::ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: if call.idempotent {
+            format!("the tool `{}` failed and its retries ran out: {why}", call.name)
+        } else {
+            format!(
+                "the call of `{}` was interrupted ({why}) and was not run again: the tool is not idempotent, and a \
+                 second run could repeat its effect",
+                call.name
+            )
+        },
+        is_error: true,
+        summary: String::new(),
+        duration_ms: elapsed,
+    }
+}
+
 /// A WORKING status update in substate `calling-tools` naming a tool call (issue 29).
 async fn tool_status(ctx: &WorkflowContext<TaskWorkflow>, mark: serde_json::Value) -> WorkflowResult<()> {
     let extra = a2a_types::Struct::from_iter([(crate::tool_ext_key(), mark)]);
     super::emit::set_status_with(ctx, TaskState::Working, None, Some(crate::CALLING_TOOLS), Some(extra)).await
-}
-
-/// What cut a running turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Cut {
-    Cancel,
-    Control,
 }
 
 /// Calls the model: a local activity for an instant provider, a regular one (heartbeating,

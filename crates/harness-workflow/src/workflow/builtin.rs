@@ -1,0 +1,183 @@
+//! The built-in tools the workflow runs itself (issue 29), because they wait on the task
+//! rather than on the world: `ask_participant` parks the turn INPUT_REQUIRED and takes the
+//! asked participant's next message as its result.
+
+use super::TaskWorkflow;
+use super::emit::set_status_full;
+use crate::{ASK_PARTICIPANT, AWAITING_PARTICIPANT, InboxItem, ToolCall, ToolResult};
+use a2a_types::{Message, TaskState};
+use temporalio_sdk::{WorkflowContext, WorkflowResult};
+
+/// What cut a running turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Cut {
+    Cancel,
+    Control,
+}
+
+/// Whether the workflow runs this call itself (a built-in this task's tools turn on).
+pub(super) fn is_builtin(s: &TaskWorkflow, call: &ToolCall) -> bool {
+    call.name == ASK_PARTICIPANT && s.input.tools.ask_participant
+}
+
+/// Runs a built-in call; `Err` when a cancel or a control cut it.
+pub(super) async fn run(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    turn: u32,
+    call: &ToolCall,
+) -> WorkflowResult<Result<ToolResult, Cut>> {
+    ask_participant(ctx, turn, call).await
+}
+
+/// What `ask_participant` was asked: the question, and whom (`None`: whoever speaks next).
+#[derive(Debug, PartialEq, Eq)]
+struct Ask {
+    question: String,
+    participant: Option<String>,
+}
+
+/// The call's arguments, checked as its input schema says (the workflow has no schema
+/// validator: the schema is two strings); the error is what the model reads.
+fn parse(arguments: &str) -> Result<Ask, String> {
+    let text = if arguments.trim().is_empty() { "{}" } else { arguments };
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("the arguments of `{ASK_PARTICIPANT}` are not JSON ({e})"))?;
+    let Some(object) = value.as_object() else {
+        return Err(format!("the arguments of `{ASK_PARTICIPANT}` must be a JSON object"));
+    };
+    if let Some(other) = object.keys().find(|k| !matches!(k.as_str(), "question" | "participant")) {
+        return Err(format!("`{ASK_PARTICIPANT}` takes `question` and `participant`, not `{other}`"));
+    }
+    let question = match object.get("question") {
+        Some(serde_json::Value::String(q)) if !q.trim().is_empty() => q.trim().to_string(),
+        Some(serde_json::Value::String(_)) => return Err(format!("`{ASK_PARTICIPANT}`: `question` is empty")),
+        Some(_) => return Err(format!("`{ASK_PARTICIPANT}`: `question` must be a string")),
+        None => return Err(format!("`{ASK_PARTICIPANT}` needs `question`")),
+    };
+    let participant = match object.get("participant") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(p)) if p.trim().is_empty() => None,
+        Some(serde_json::Value::String(p)) => Some(p.trim().to_string()),
+        Some(_) => return Err(format!("`{ASK_PARTICIPANT}`: `participant` must be a string")),
+    };
+    Ok(Ask { question, participant })
+}
+
+/// `ask_participant`: the question becomes the task's status message (and a history entry),
+/// the task parks INPUT_REQUIRED in substate `awaiting-participant` naming who is asked, and
+/// the asked participant's next message (anyone's, when none is named) is the result. That
+/// message takes no turn of its own; others' messages wait for the turn's end, commands are
+/// answered meanwhile.
+async fn ask_participant(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    turn: u32,
+    call: &ToolCall,
+) -> WorkflowResult<Result<ToolResult, Cut>> {
+    let started = ctx.workflow_time();
+    let result = |content: String, is_error: bool, summary: String| ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        is_error,
+        summary,
+        duration_ms: 0,
+    };
+    let ask = match parse(&call.arguments) {
+        Ok(ask) => ask,
+        Err(why) => return Ok(Ok(result(why, true, String::new()))),
+    };
+    let summary = match &ask.participant {
+        Some(who) => format!("{who}: {}", crate::shorten(&ask.question, 160)),
+        None => crate::shorten(&ask.question, 180),
+    };
+    // A named participant must be one of the task's, when it has a list.
+    if let Some(who) = &ask.participant {
+        let known: Vec<String> = ctx.state(|s| s.participants().into_iter().map(|p| p.id).collect());
+        if !known.is_empty() && !known.contains(who) {
+            let why = format!("there is no participant `{who}` on this task (participants: {})", known.join(", "));
+            return Ok(Ok(result(why, true, summary)));
+        }
+    }
+    let question = ctx.state_mut(|s| {
+        let mut m = Message::agent_text(format!("{}:ask:{turn}:{}", s.head.id, call.id), ask.question.clone());
+        m.task_id = s.head.id.clone();
+        m.context_id = s.head.context_id.clone();
+        s.log.pending_history.push(m.clone());
+        m
+    });
+    let status = match &ask.participant {
+        Some(who) => serde_json::json!({"substate": AWAITING_PARTICIPANT, "participant": who}),
+        None => serde_json::json!({"substate": AWAITING_PARTICIPANT}),
+    };
+    let mark =
+        serde_json::json!({"callId": call.id, "name": call.name, "phase": "ask", "participant": ask.participant});
+    let extra = a2a_types::Struct::from_iter([(crate::tool_ext_key(), mark)]);
+    set_status_full(ctx, TaskState::InputRequired, Some(question), Some(status), Some(extra)).await?;
+    let answer = match wait_for_answer(ctx, ask.participant.as_deref()).await? {
+        Ok(item) => item,
+        Err(cut) => return Ok(Err(cut)),
+    };
+    ctx.state_mut(|s| s.work.in_turn = true);
+    let who = answer.sender.clone().unwrap_or_else(|| "the user".into());
+    let text = answer.message.text();
+    let elapsed = match (started, ctx.workflow_time()) {
+        (Some(a), Some(b)) => b.duration_since(a).map_or(0, |d| d.as_millis() as u64),
+        _ => 0,
+    };
+    Ok(Ok(ToolResult { duration_ms: elapsed, ..result(format!("{who} answered: {text}"), false, summary) }))
+}
+
+/// Waits for the message that answers: the first in the mailbox from `who` (from anyone when
+/// `None`), taken out of it; side work is done meanwhile. `Err` when a cancel or a control
+/// came first.
+async fn wait_for_answer(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    who: Option<&str>,
+) -> WorkflowResult<Result<InboxItem, Cut>> {
+    let answers = |item: &InboxItem| who.is_none_or(|w| item.sender.as_deref() == Some(w));
+    loop {
+        let next = temporalio_sdk::workflows::select! {
+            _ = ctx.wait_condition(|s| s.work.mailbox.iter().any(|(_, i)| answers(i))) => Some(Ok(())),
+            _ = ctx.wait_condition(|s| s.work.cancel.is_some() || s.work.control.is_some()) => Some(Err(())),
+            _ = ctx.wait_condition(|s| !s.work.side.is_empty()) => None,
+        };
+        match next {
+            Some(Ok(())) => {
+                let item = ctx.state_mut(|s| {
+                    let at = s.work.mailbox.iter().position(|(_, i)| answers(i))?;
+                    s.work.mailbox.remove(at).map(|(_, item)| item)
+                });
+                if let Some(item) = item {
+                    return Ok(Ok(item));
+                }
+            }
+            Some(Err(())) => {
+                let cut = if ctx.state(|s| s.work.cancel.is_some()) { Cut::Cancel } else { Cut::Control };
+                return Ok(Err(cut));
+            }
+            None => super::dispatch::side_work(ctx).await?,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_arguments_are_checked_as_the_schema_says_naming_what_is_wrong() {
+        assert_eq!(
+            parse(r#"{"question": " Which colour? ", "participant": "bob"}"#),
+            Ok(Ask { question: "Which colour?".into(), participant: Some("bob".into()) })
+        );
+        assert_eq!(parse(r#"{"question": "Why?"}"#).unwrap().participant, None);
+        assert_eq!(parse(r#"{"question": "Why?", "participant": ""}"#).unwrap().participant, None);
+        assert!(parse("{}").unwrap_err().contains("needs `question`"));
+        assert!(parse(r#"{"question": "  "}"#).unwrap_err().contains("`question` is empty"));
+        assert!(parse(r#"{"question": 3}"#).unwrap_err().contains("`question` must be a string"));
+        assert!(parse(r#"{"question": "q", "to": "bob"}"#).unwrap_err().contains("not `to`"));
+        assert!(parse(r#"{"question": "q", "participant": 7}"#).unwrap_err().contains("must be a string"));
+        assert!(parse("[1]").unwrap_err().contains("must be a JSON object"));
+        assert!(parse("{nope").unwrap_err().contains("are not JSON"));
+    }
+}
