@@ -422,6 +422,42 @@ async fn the_parent_s_model_reads_the_sub_task_s_result_on_its_next_turn() {
     assert!(!said.iter().any(|m| m.contains("/delegate")), "the command never reaches the model: {said:?}");
 }
 
+/// Issue 29: the built-in `delegate` tool (`agent.builtin_tools`): the model hands a brief to
+/// a configured agent through the same stand-in as `/delegate`, the turn waits for the
+/// sub-task, and the model reads its result as the call's result; the result is in the
+/// parent's history too, and the tool is offered naming the agents it may name.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_model_delegates_with_the_delegate_tool_and_reads_the_result() {
+    let mock = contract_tests::openai_mock::MockOpenAi::start().await;
+    let a_opts = HarnessOptions {
+        agent_extra: "model = \"gpt\"\nbuiltin_tools = [\"delegate\"]\n".into(),
+        extra_config: format!(
+            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock-model\"\nkeyless = true\n",
+            mock.base_url
+        ),
+        ..Default::default()
+    };
+    let (a, _b) = pair_with(true, None, a_opts).await;
+    let ask = "@call delegate {\"agent\": \"b\", \"brief\": \"find three hotels\"}\n@call delegate {\"agent\": \"z\", \"brief\": \"x\"}";
+    let task = send(&a.base_url, None, ask).await;
+    let parent = task["id"].as_str().unwrap().to_string();
+    let answer = task["status"]["message"]["parts"][0]["text"].as_str().unwrap_or_default().to_string();
+    let said: Vec<&str> = answer.strip_prefix("Tools said: ").expect(&answer).split(" | ").collect();
+    assert_eq!(
+        said[0],
+        format!("sub-task {parent}-sub-1 on `b` ended TASK_STATE_INPUT_REQUIRED: echo: find three hotels"),
+        "{task:#}"
+    );
+    assert_eq!(said[1], "there is no remote agent `z` (the agents are: b)");
+    let offered = mock.seen()[0].body["tools"].clone();
+    let delegate = offered.as_array().unwrap().iter().find(|t| t["function"]["name"] == "delegate").expect("offered");
+    assert_eq!(delegate["function"]["parameters"]["properties"]["agent"]["enum"], json!(["b"]));
+    let task = get_task(&a.base_url, &parent).await;
+    let recorded = results(&task);
+    assert_eq!(recorded.len(), 1, "the result is in the parent's history: {task:#}");
+    assert_eq!(recorded[0]["metadata"][format!("{NS}/sub_task")]["task_id"], format!("{parent}-sub-1"));
+}
+
 /// Delegates to a slow remote, SIGKILLs the delegating harness (`delegator`) or the remote
 /// one while the remote works, restarts it, and checks that the result reaches the parent.
 async fn result_survives_a_sigkill(delegator: bool, push_route: bool) {

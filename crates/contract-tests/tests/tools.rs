@@ -411,11 +411,17 @@ fn bad_host_tools_are_refused_by_build_naming_the_tool() {
     assert!(err.to_string().contains("the input schema of tool `t` is not a JSON Schema"), "{err}");
     let err = Harness::builder(c.clone()).tool("ask_participant", "d", json!({"type": "object"}), ok).build().err();
     assert!(err.unwrap().to_string().contains("`ask_participant` is a built-in tool's"));
-    let mut summon = c;
+    let mut summon = c.clone();
     summon.agent.builtin_tools = vec!["summon".into()];
     let err = Harness::builder(summon).build().err().unwrap().to_string();
     assert!(
-        err.contains("`agent.builtin_tools`: `summon` is not a built-in tool (expected one of ask_participant)"),
+        err.contains(
+            "`agent.builtin_tools`: `summon` is not a built-in tool (expected one of ask_participant, delegate)"
+        ),
         "{err}"
     );
+    let mut lonely = c;
+    lonely.agent.builtin_tools = vec!["delegate".into()];
+    let err = Harness::builder(lonely).build().err().unwrap().to_string();
+    assert!(err.contains("names `delegate`, but no `[[agents]]` entry names a remote agent"), "{err}");
 }

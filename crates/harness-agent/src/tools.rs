@@ -108,8 +108,31 @@ pub struct ToolRegistry {
     builtins: Vec<ToolSpec>,
 }
 
-/// The names of the built-in tools, which no other tool may take.
-pub const BUILTIN_NAMES: &[&str] = &[harness_workflow::ASK_PARTICIPANT, "delegate", "emit_ui"];
+/// The names of the built-in tools, which no other tool may take (`emit_ui` is issue 30's).
+pub const BUILTIN_NAMES: &[&str] = &[harness_workflow::ASK_PARTICIPANT, harness_workflow::DELEGATE, "emit_ui"];
+
+/// `delegate` as the model is told about it, naming the remote agents it may hand a brief to
+/// (the workflow runs it: docs/tools.md).
+pub fn delegate_spec(agents: &[String]) -> ToolSpec {
+    ToolSpec {
+        name: harness_workflow::DELEGATE.into(),
+        description: format!(
+            "Hands a piece of work to another agent as a sub-task and waits for its result, which is this \
+             tool's result. Write the brief as that agent should read it: what to do and what to answer. The \
+             agents: {}.",
+            agents.join(", ")
+        ),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "enum": agents, "description": "The agent to hand the work to."},
+                "brief": {"type": "string", "description": "The work, as the agent will read it."}
+            },
+            "required": ["agent", "brief"],
+            "additionalProperties": false
+        }),
+    }
+}
 
 /// `ask_participant` as the model is told about it (the workflow runs it: docs/tools.md).
 pub fn ask_participant_spec() -> ToolSpec {

@@ -105,6 +105,8 @@ pub const CALLING_TOOLS: &str = "calling-tools";
 pub const AWAITING_PARTICIPANT: &str = "awaiting-participant";
 /// The built-in tool that asks a participant of the task a question (issue 29).
 pub const ASK_PARTICIPANT: &str = "ask_participant";
+/// The built-in tool that hands a brief to a configured remote agent (issue 29).
+pub const DELEGATE: &str = "delegate";
 
 /// `text` cut to at most `max` bytes on a character boundary, marked when cut.
 pub fn shorten(text: &str, max: usize) -> String {

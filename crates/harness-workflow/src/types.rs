@@ -394,11 +394,15 @@ pub struct ToolLimits {
     /// (`[agent] builtin_tools`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub ask_participant: bool,
+    /// The remote agents (`[[agents]]` ids) the built-in `delegate` may name; empty: the
+    /// model is not offered `delegate`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegates: Vec<String>,
 }
 
 impl Default for ToolLimits {
     fn default() -> Self {
-        Self { max_rounds: 16, timeout_secs: 300, ask_participant: false }
+        Self { max_rounds: 16, timeout_secs: 300, ask_participant: false, delegates: Vec::new() }
     }
 }
 

@@ -194,8 +194,8 @@ pub struct AgentSection {
     pub tool_timeout_secs: u64,
     /// A tool's result longer than this is cut (the cut marked) before the model reads it.
     pub max_tool_result_bytes: usize,
-    /// The built-in tools the model is offered (docs/tools.md): `ask_participant`. None by
-    /// default: each changes what the model may do to a task.
+    /// The built-in tools the model is offered (docs/tools.md): `ask_participant`,
+    /// `delegate`. None by default: each changes what the model may do to a task.
     pub builtin_tools: Vec<String>,
 }
 
@@ -262,12 +262,14 @@ impl AgentSection {
             max_rounds: self.max_tool_rounds,
             timeout_secs: self.tool_timeout_secs,
             ask_participant: self.tools && self.builtin_tools.iter().any(|t| t == harness_workflow::ASK_PARTICIPANT),
+            // Set by `Config::tool_limits`, which knows the `[[agents]]`.
+            delegates: Vec::new(),
         })
     }
 }
 
 /// The built-in tools `[agent] builtin_tools` may name.
-pub const BUILTIN_TOOLS: &[&str] = &[harness_workflow::ASK_PARTICIPANT];
+pub const BUILTIN_TOOLS: &[&str] = &[harness_workflow::ASK_PARTICIPANT, harness_workflow::DELEGATE];
 
 impl Default for AgentSection {
     fn default() -> Self {
@@ -376,6 +378,23 @@ pub struct Config {
 }
 
 impl Config {
+    /// How turns use tools (issue 29), checked: `[agent]`'s limits and built-ins, with the
+    /// remote agents the built-in `delegate` may name (every `[[agents]]` entry).
+    pub fn tool_limits(&self) -> Result<harness_workflow::ToolLimits, ConfigError> {
+        let mut limits = self.agent.tool_limits()?;
+        if self.agent.tools && self.agent.builtin_tools.iter().any(|t| t == harness_workflow::DELEGATE) {
+            if self.agents.is_empty() {
+                return Err(ConfigError(
+                    "`agent.builtin_tools` names `delegate`, but no `[[agents]]` entry names a remote agent to \
+                     delegate to"
+                        .into(),
+                ));
+            }
+            limits.delegates = self.agents.iter().map(|a| a.id.clone()).collect();
+        }
+        Ok(limits)
+    }
+
     /// Defaults with the given data dir.
     pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> Self {
         Self { data_dir: data_dir.into(), ..Self::default() }

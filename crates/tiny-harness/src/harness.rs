@@ -10,7 +10,7 @@ use harness_agent::commands::{CommandInfo, CommandRegistry};
 use harness_agent::mcp::McpSource;
 use harness_agent::models::{ModelRegistry, ProviderContext, ProviderFactory, ProviderKinds, ScriptedModel};
 use harness_agent::redaction::Redactor;
-use harness_agent::tools::ask_participant_spec;
+use harness_agent::tools::{ask_participant_spec, delegate_spec};
 use harness_push::{DeliveryPolicy, Pusher};
 use harness_store::Store;
 use std::sync::Arc;
@@ -209,11 +209,16 @@ impl HarnessBuilder {
         let tools = self.tools.try_build().map_err(crate::ConfigError)?;
         // `agent.tools = false`: the model is offered none.
         let sources = crate::config::check_mcp(&config.mcp)?.into_iter().map(McpSource::new).collect();
-        let limits = config.agent.tool_limits()?;
-        let tools = if config.agent.tools { tools.with_sources(sources) } else { Default::default() };
-        // The built-ins the workflow runs are offered beside them (docs/tools.md).
-        let tools = if limits.ask_participant { tools.with_builtin(ask_participant_spec()) } else { tools };
         crate::config::check_agents(&config.agents)?;
+        let limits = config.tool_limits()?;
+        let mut tools = if config.agent.tools { tools.with_sources(sources) } else { Default::default() };
+        // The built-ins the workflow runs are offered beside them (docs/tools.md).
+        if limits.ask_participant {
+            tools = tools.with_builtin(ask_participant_spec());
+        }
+        if !limits.delegates.is_empty() {
+            tools = tools.with_builtin(delegate_spec(&limits.delegates));
+        }
         if config.temporal.mode == crate::config::TemporalMode::Remote {
             config.temporal.auth()?;
         }
@@ -462,7 +467,7 @@ impl Harness {
                 answer_window: config.agent.answer_window,
                 // Checked by HarnessBuilder::build.
                 run_limits: config.agent.run_limits().unwrap_or_default(),
-                tool_limits: config.agent.tool_limits().unwrap_or_default(),
+                tool_limits: config.tool_limits().unwrap_or_default(),
                 agent_id: config.agent.id.clone(),
                 provider,
                 models: self.inner.models.clone(),

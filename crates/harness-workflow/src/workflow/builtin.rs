@@ -1,10 +1,11 @@
 //! The built-in tools the workflow runs itself (issue 29), because they wait on the task
 //! rather than on the world: `ask_participant` parks the turn INPUT_REQUIRED and takes the
-//! asked participant's next message as its result.
+//! asked participant's next message as its result; `delegate` starts a sub-task on a
+//! configured remote agent (the stand-in of `/delegate`) and takes its result.
 
 use super::TaskWorkflow;
 use super::emit::set_status_full;
-use crate::{ASK_PARTICIPANT, AWAITING_PARTICIPANT, InboxItem, ToolCall, ToolResult};
+use crate::{ASK_PARTICIPANT, AWAITING_PARTICIPANT, DELEGATE, InboxItem, SubTaskResult, ToolCall, ToolResult};
 use a2a_types::{Message, TaskState};
 use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
@@ -17,7 +18,8 @@ pub(super) enum Cut {
 
 /// Whether the workflow runs this call itself (a built-in this task's tools turn on).
 pub(super) fn is_builtin(s: &TaskWorkflow, call: &ToolCall) -> bool {
-    call.name == ASK_PARTICIPANT && s.input.tools.ask_participant
+    (call.name == ASK_PARTICIPANT && s.input.tools.ask_participant)
+        || (call.name == DELEGATE && !s.input.tools.delegates.is_empty())
 }
 
 /// Runs a built-in call; `Err` when a cancel or a control cut it.
@@ -26,7 +28,133 @@ pub(super) async fn run(
     turn: u32,
     call: &ToolCall,
 ) -> WorkflowResult<Result<ToolResult, Cut>> {
+    if call.name == DELEGATE {
+        return delegate(ctx, call).await;
+    }
     ask_participant(ctx, turn, call).await
+}
+
+/// The call's arguments as a JSON object whose keys are among `keys`, each a string; the
+/// error is what the model reads.
+fn string_args(
+    tool: &str,
+    arguments: &str,
+    keys: &[&str],
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let text = if arguments.trim().is_empty() { "{}" } else { arguments };
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("the arguments of `{tool}` are not JSON ({e})"))?;
+    let Some(object) = value.as_object() else {
+        return Err(format!("the arguments of `{tool}` must be a JSON object"));
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (key, value) in object {
+        if !keys.contains(&key.as_str()) {
+            return Err(format!(
+                "`{tool}` takes {}, not `{key}`",
+                keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(" and ")
+            ));
+        }
+        match value {
+            serde_json::Value::Null => {}
+            serde_json::Value::String(v) if v.trim().is_empty() => {}
+            serde_json::Value::String(v) => {
+                out.insert(key.clone(), v.trim().to_string());
+            }
+            _ => return Err(format!("`{tool}`: `{key}` must be a string")),
+        }
+    }
+    Ok(out)
+}
+
+/// `delegate`: a sub-task on a configured remote agent, exactly as `/delegate` starts one
+/// (its stand-in, a child workflow, follows the remote task); the turn waits, WORKING, for
+/// its result, which the model reads. The result is recorded in the history too, as a
+/// `/delegate` result is, for later turns.
+async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> WorkflowResult<Result<ToolResult, Cut>> {
+    let started = ctx.workflow_time();
+    let agents = ctx.state(|s| s.input.tools.delegates.clone());
+    let result = |content: String, is_error: bool, summary: String| ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        is_error,
+        summary,
+        duration_ms: 0,
+    };
+    let args = match string_args(DELEGATE, &call.arguments, &["agent", "brief"]) {
+        Ok(args) => args,
+        Err(why) => return Ok(Ok(result(why, true, String::new()))),
+    };
+    let (Some(agent), Some(brief)) = (args.get("agent"), args.get("brief")) else {
+        let why = format!("`{DELEGATE}` needs `agent` (one of {}) and `brief`", agents.join(", "));
+        return Ok(Ok(result(why, true, String::new())));
+    };
+    let summary = format!("{agent}: {}", crate::shorten(brief, 160));
+    if !agents.contains(agent) {
+        let why = format!("there is no remote agent `{agent}` (the agents are: {})", agents.join(", "));
+        return Ok(Ok(result(why, true, summary)));
+    }
+    let id = match super::delegate::start_sub_task(ctx, agent, brief, None).await? {
+        Ok(id) => id,
+        Err(why) => return Ok(Ok(result(why, true, summary))),
+    };
+    // Clients see the sub-task the call started.
+    let mark = serde_json::json!({"callId": call.id, "name": call.name, "phase": "delegated", "taskRef": id});
+    let extra = a2a_types::Struct::from_iter([(crate::tool_ext_key(), mark)]);
+    super::emit::set_status_with(ctx, TaskState::Working, None, Some(crate::CALLING_TOOLS), Some(extra)).await?;
+    let done = match wait_for_sub_task(ctx, &id).await? {
+        Ok(done) => done,
+        Err(cut) => return Ok(Err(cut)),
+    };
+    let elapsed = match (started, ctx.workflow_time()) {
+        (Some(a), Some(b)) => b.duration_since(a).map_or(0, |d| d.as_millis() as u64),
+        _ => 0,
+    };
+    let failed = matches!(done.state, TaskState::Failed | TaskState::Canceled | TaskState::Rejected);
+    let text = format!("sub-task {id} on `{agent}` ended {}: {}", done.state, done.summary);
+    Ok(Ok(ToolResult { duration_ms: elapsed, ..result(text, failed, summary) }))
+}
+
+/// Waits for the result of sub-task `id`, doing the side work meanwhile (which records the
+/// result in the history); `Err` when a cancel or a control came first.
+async fn wait_for_sub_task(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    id: &str,
+) -> WorkflowResult<Result<SubTaskResult, Cut>> {
+    let closed = |s: &TaskWorkflow| s.delegation.sub_tasks.iter().any(|t| t.task_id == id && t.state.is_some());
+    loop {
+        let next = temporalio_sdk::workflows::select! {
+            _ = ctx.wait_condition(|s| s.work.cancel.is_some() || s.work.control.is_some()) => Some(()),
+            _ = ctx.wait_condition(|s| !s.work.side.is_empty() || closed(s)) => None,
+        };
+        if next.is_some() {
+            let cut = if ctx.state(|s| s.work.cancel.is_some()) { Cut::Cancel } else { Cut::Control };
+            return Ok(Err(cut));
+        }
+        // The result as the stand-in sent it, before the side work records it.
+        let result = ctx.state(|s| {
+            s.work.side.iter().find_map(|w| match w {
+                super::Side::SubResult(r) if r.task_id == id => Some(r.clone()),
+                _ => None,
+            })
+        });
+        super::dispatch::side_work(ctx).await?;
+        if let Some(result) = result {
+            return Ok(Ok(result));
+        }
+        // Closed with its result taken before (never while this call waits): its state alone.
+        let closed = ctx.state(|s| {
+            s.delegation
+                .sub_tasks
+                .iter()
+                .find(|t| t.task_id == id)
+                .and_then(|t| t.state.map(|state| (t.agent.clone(), state)))
+        });
+        if let Some((agent, state)) = closed {
+            return Ok(Ok(SubTaskResult { task_id: id.to_string(), agent, state, ..Default::default() }));
+        }
+    }
 }
 
 /// What `ask_participant` was asked: the question, and whom (`None`: whoever speaks next).

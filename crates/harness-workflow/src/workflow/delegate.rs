@@ -36,20 +36,15 @@ pub fn sub_task_ext_key() -> String {
 pub(super) async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem, args: String) -> WorkflowResult<()> {
     let (agent, brief) = crate::delegate_args(&args);
     let (agent, brief) = (agent.to_string(), brief.to_string());
-    let input = ctx.state(|s| s.stand_in_input(&agent, &brief, item.sender.clone()));
-    let id = input.task_id.clone();
-    let options =
-        ChildWorkflowOptions::builder().workflow_id(id.clone()).parent_close_policy(ParentClosePolicy::Abandon).build();
-    let started = ctx.start_child_workflow(TaskWorkflow::run, input, options).await;
-    let (text, extra, task_ref) = match started {
-        Ok(_) => {
-            ctx.state_mut(|s| s.add_sub_task(&id, &agent));
+    let started = start_sub_task(ctx, &agent, &brief, item.sender.clone()).await?;
+    let (text, extra, task_ref) = match &started {
+        Ok(id) => {
             let tag =
                 [("command".to_string(), serde_json::json!("delegate")), ("task_ref".into(), serde_json::json!(id))];
             (format!("delegated to `{agent}` as sub-task {id}"), Struct::from_iter(tag), Some(id.as_str()))
         }
-        Err(e) => (
-            format!("/delegate failed: the sub-task could not start: {e}"),
+        Err(why) => (
+            format!("/delegate failed: {why}"),
             Struct::from_iter([("command".to_string(), serde_json::json!("delegate"))]),
             None,
         ),
@@ -64,6 +59,27 @@ pub(super) async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, item: InboxIte
         return set_status_with(ctx, TaskState::InputRequired, Some(message), Some(substate), Some(extra)).await;
     }
     super::emit::emit_unchanged(ctx, message, extra.into_iter().collect(), true).await
+}
+
+/// Starts a sub-task: the stand-in of `brief` for `agent` (a child workflow), listed in the
+/// task's sub-tasks; its id, or why it could not start.
+pub(super) async fn start_sub_task(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    agent: &str,
+    brief: &str,
+    requested_by: Option<String>,
+) -> WorkflowResult<Result<String, String>> {
+    let input = ctx.state(|s| s.stand_in_input(agent, brief, requested_by));
+    let id = input.task_id.clone();
+    let options =
+        ChildWorkflowOptions::builder().workflow_id(id.clone()).parent_close_policy(ParentClosePolicy::Abandon).build();
+    match ctx.start_child_workflow(TaskWorkflow::run, input, options).await {
+        Ok(_) => {
+            ctx.state_mut(|s| s.add_sub_task(&id, agent));
+            Ok(Ok(id))
+        }
+        Err(e) => Ok(Err(format!("the sub-task could not start: {e}"))),
+    }
 }
 
 /// A sub-task's result into the parent's history (for its model's next turn), as a status
