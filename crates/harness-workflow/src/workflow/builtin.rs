@@ -67,6 +67,11 @@ fn string_args(
     Ok(out)
 }
 
+/// A call's result (its duration set once known).
+fn outcome(call: &ToolCall, content: String, is_error: bool, summary: String) -> ToolResult {
+    ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error, summary, duration_ms: 0 }
+}
+
 /// `delegate`: a sub-task on a configured remote agent, exactly as `/delegate` starts one
 /// (its stand-in, a child workflow, follows the remote task); the turn waits, WORKING, for
 /// its result, which the model reads. The result is recorded in the history too, as a
@@ -74,14 +79,7 @@ fn string_args(
 async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> WorkflowResult<Result<ToolResult, Cut>> {
     let started = ctx.workflow_time();
     let agents = ctx.state(|s| s.input.tools.delegates.clone());
-    let result = |content: String, is_error: bool, summary: String| ToolResult {
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        content,
-        is_error,
-        summary,
-        duration_ms: 0,
-    };
+    let result = |content: String, is_error: bool, summary: String| outcome(call, content, is_error, summary);
     let args = match string_args(DELEGATE, &call.arguments, &["agent", "brief"]) {
         Ok(args) => args,
         Err(why) => return Ok(Ok(result(why, true, String::new()))),
@@ -202,14 +200,7 @@ async fn ask_participant(
     call: &ToolCall,
 ) -> WorkflowResult<Result<ToolResult, Cut>> {
     let started = ctx.workflow_time();
-    let result = |content: String, is_error: bool, summary: String| ToolResult {
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        content,
-        is_error,
-        summary,
-        duration_ms: 0,
-    };
+    let result = |content: String, is_error: bool, summary: String| outcome(call, content, is_error, summary);
     let ask = match parse(&call.arguments) {
         Ok(ask) => ask,
         Err(why) => return Ok(Ok(result(why, true, String::new()))),

@@ -80,6 +80,47 @@ impl TurnWorkflow {
     }
 }
 
+/// The Temporal shape of a tool round without the harness (issue 29): a regular activity
+/// (the tool), two local activities (the result's status update and the model call's
+/// WORKING state are appends), then a regular activity (the next model call). Run with
+/// `false` it does nothing: the difference of the two is the shape's own time.
+#[workflow]
+#[derive(Default)]
+pub struct ToolShapeWorkflow;
+
+#[workflow_methods]
+impl ToolShapeWorkflow {
+    #[run(name = "ToolShapeWorkflow")]
+    pub async fn run(ctx: &mut WorkflowContext<Self>, shaped: bool) -> WorkflowResult<()> {
+        if !shaped {
+            return Ok(());
+        }
+        let regular = || temporalio_sdk::ActivityOptions::with_start_to_close_timeout(Duration::from_secs(10)).build();
+        let local = || LocalActivityOptions::builder().start_to_close_timeout(Duration::from_secs(10)).build();
+        ctx.execute_activity(Noop::noop, 0u64, regular()).await?;
+        ctx.execute_local_activity(Noop::noop, 1u64, local()).await?;
+        ctx.execute_local_activity(Noop::noop, 2u64, local()).await?;
+        ctx.execute_activity(Noop::noop, 3u64, regular()).await?;
+        Ok(())
+    }
+}
+
+/// One run of [`ToolShapeWorkflow`], start to result.
+pub(crate) async fn tool_shape_once(client: &Client, shaped: bool) -> Duration {
+    let id = unique("tool-shape");
+    let t = Instant::now();
+    let handle = client
+        .start_workflow(
+            ToolShapeWorkflow::run,
+            shaped,
+            temporalio_client::WorkflowStartOptions::new("bench-floor", id).build(),
+        )
+        .await
+        .expect("start");
+    handle.get_result(Default::default()).await.expect("tool shape");
+    t.elapsed()
+}
+
 pub struct Noop;
 
 #[activities]

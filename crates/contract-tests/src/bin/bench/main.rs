@@ -16,6 +16,10 @@
 //!   its first byte to the first artifact chunk at an SSE client, beside its own time to
 //!   first byte (issue 17).
 //!
+//! - tool calling (issue 29): the harness's time in a tool round (the embeddable harness in
+//!   this process, a host tool, the mock endpoint), beside the tool's own time and the
+//!   Temporal floor of the round's shape (two activities and two local ones).
+//!
 //! - with a Postgres (TINY_HARNESS_BENCH_POSTGRES, which `cargo xtask bench` starts):
 //!   subscriber lag on the instance that runs a task beside one on an instance without a
 //!   worker, and messages/s with the harness's CPU per message on one instance and on two
@@ -23,7 +27,8 @@
 //!
 //! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10),
 //! `--parked N` (1,000), `--long N` (10,000; 0 skips it), `--openai N` (the samples of the
-//! openai phase, default `--samples`; 0 skips it, e.g. for a harness older than issue 17).
+//! openai phase, default `--samples`; 0 skips it, e.g. for a harness older than issue 17),
+//! `--tools N` (the samples of the tool phase, default `--samples`; 0 skips it).
 //! Latency samples are taken in turns (floor, streaming, blocking) and throughput in 2 s
 //! turns (raw, raw update-with-start, turn-shaped, harness), so the dev server's fast and slow spells
 //! fall on every measure alike.
@@ -33,6 +38,7 @@ mod harness;
 mod instances;
 mod long;
 mod openai;
+mod tools;
 
 use floor::*;
 use futures::StreamExt;
@@ -72,6 +78,8 @@ async fn main() -> anyhow::Result<()> {
             .register_workflow::<FloorWorkflow>()
             .map_err(|e| e.to_string())?
             .register_workflow::<TurnWorkflow>()
+            .map_err(|e| e.to_string())?
+            .register_workflow::<ToolShapeWorkflow>()
             .map_err(|e| e.to_string())?
             .register_activities(Noop)
             .build())
@@ -225,6 +233,13 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
+    let tool_samples = arg("--tools", samples);
+    let rounds = if tool_samples > 0 {
+        eprintln!("bench: {tool_samples} tool rounds, each beside the Temporal floor of its shape");
+        Some(tools::measure(dir.path(), &server.address, &client, tool_samples).await?)
+    } else {
+        None
+    };
     let scale = match std::env::var("TINY_HARNESS_BENCH_POSTGRES") {
         Ok(url) if !url.is_empty() => {
             eprintln!("bench: two instances on one Postgres: subscriber lag, then messages/s on one and two instances");
@@ -313,6 +328,18 @@ async fn main() -> anyhow::Result<()> {
             ms(percentile(&mut model.added, 0.5)),
             ms(percentile(&mut model.added, 0.95)),
             ms(percentile(&mut model.endpoint, 0.5)),
+        );
+    }
+    if let Some(mut r) = rounds {
+        let (h50, h95) = (percentile(&mut r.harness, 0.5), percentile(&mut r.harness, 0.95));
+        let floor = ms(percentile(&mut r.shaped, 0.5)) - ms(percentile(&mut r.empty, 0.5));
+        println!(
+            "| tool round: the harness's time (model's tool call to the tool's start, plus its end to the next model request; p50 / p95), beside the tool's own time (p50) and the Temporal floor of the round's shape (two activities and two local ones, p50) | {:.1} / {:.1} ms, beside {:.1} ms and {:.1} ms | {:+.1} ms above the floor (p50) | <= 5 ms above the floor |",
+            ms(h50),
+            ms(h95),
+            ms(percentile(&mut r.tool, 0.5)),
+            floor,
+            ms(h50) - floor,
         );
     }
     if let Some(mut s) = scale {
