@@ -204,6 +204,57 @@ async fn a_model_that_keeps_calling_tools_is_stopped_after_max_rounds_and_tools_
     harness.stop().await;
 }
 
+/// Sets its flag when dropped: a tool's future that was aborted.
+struct Dropped(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// CancelTask while a tool runs cancels its activity (the tool's future is dropped, long
+/// before it would end) and the task ends CANCELED at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_cuts_a_running_tool_call() {
+    let mock = MockOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = dropped.clone();
+    let harness = Harness::builder(config(dir.path(), &mock))
+        .tool("forever", "Never ends", json!({"type": "object"}), move |_ctx, _args| {
+            let guard = Dropped(flag.clone());
+            async move {
+                tokio::time::sleep(Duration::from_secs(120)).await;
+                drop(guard);
+                Ok("woke up".to_string())
+            }
+        })
+        .build()
+        .unwrap();
+    harness.start().await.unwrap();
+    let base = serve(harness.router()).await;
+    let client = A2AClient::new(&base);
+    let mut stream =
+        client.open_stream("/message:stream", None, json!({"message": user_text("@call forever {}")})).await;
+    let task_id = stream.next().await.unwrap()["task"]["id"].as_str().unwrap().to_string();
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(20), stream.next()).await.unwrap().expect("an event");
+        if e["statusUpdate"]["metadata"][TOOL]["phase"] == "call" {
+            break;
+        }
+    }
+    let asked = std::time::Instant::now();
+    let canceled = rpc_as(&base, None, "CancelTask", json!({"id": task_id})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    while !dropped.load(Ordering::SeqCst) {
+        assert!(asked.elapsed() < Duration::from_secs(30), "the tool's call was not cut");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(mock.seen().len() == 1, "no model call after the cancel");
+    harness.stop().await;
+}
+
 /// A host policy that refuses `weather` for Mordor and records what it was asked at
 /// `tool.invoked`.
 struct NoMordor(std::sync::Mutex<Vec<(String, String)>>);
