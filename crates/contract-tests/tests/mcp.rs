@@ -110,6 +110,55 @@ fn marks(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(String::from).collect()
 }
 
+/// A push config gets the tool calls as a client of the stream does: a WORKING status update
+/// per call and per result (substate `calling-tools`, the tool mark with the outcome and the
+/// redacted argument summary), in order, then the turn's answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_config_gets_each_tool_call_and_result() {
+    let mock = MockOpenAi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let marks_at = dir.path().join("marks");
+    let h = harness(&mock, &stdio_entry("notes", ""), &marks_at).await;
+    let (url, posts) = contract_tests::webhook::webhook().await;
+    let config = json!({"url": format!("{url}/tools"), "token": "tok-tools"});
+    let message = user_text("@call notes__lookup {\"key\": \"tea\"}\n@call notes__broken {}");
+    let answer = h.client().send(message, json!({"taskPushNotificationConfig": config})).await;
+    let task = answer["result"]["task"]["id"].as_str().expect("a task").to_string();
+    let tool = "io.github.madarauchiha-314.tiny-harness/tool";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let marks = loop {
+        let bodies: Vec<Value> = posts.lock().unwrap().iter().filter(|p| p.0 == "tools").map(|p| p.3.clone()).collect();
+        let ended = bodies.iter().any(|b| b["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED");
+        if ended {
+            break bodies
+                .iter()
+                .filter(|b| b["statusUpdate"]["taskId"] == json!(task))
+                .filter_map(|b| b["statusUpdate"]["metadata"].get(tool).cloned())
+                .collect::<Vec<Value>>();
+        }
+        assert!(Instant::now() < deadline, "the turn's pushes: {bodies:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let seen: Vec<(String, String, String)> = marks
+        .iter()
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap_or_default().to_string();
+            (s("phase"), s("name"), s("outcome"))
+        })
+        .collect();
+    let t = |phase: &str, name: &str, outcome: &str| (phase.to_string(), name.to_string(), outcome.to_string());
+    assert_eq!(
+        seen,
+        [
+            t("call", "notes__lookup", ""),
+            t("call", "notes__broken", ""),
+            t("result", "notes__lookup", "ok"),
+            t("result", "notes__broken", "error"),
+        ]
+    );
+    assert_eq!(marks[2]["arguments"], r#"{"key": "tea"}"#);
+}
+
 /// Both transports: tools listed at start as `<id>__<tool>` (`exclude` and `tools` applied),
 /// called with the arguments the model gave, a tool's error an error result; `env` and
 /// `headers_env` reach the server from the harness's variables, and a configured secret in a
