@@ -165,28 +165,9 @@ struct Ask {
 /// The call's arguments, checked as its input schema says (the workflow has no schema
 /// validator: the schema is two strings); the error is what the model reads.
 fn parse(arguments: &str) -> Result<Ask, String> {
-    let text = if arguments.trim().is_empty() { "{}" } else { arguments };
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("the arguments of `{ASK_PARTICIPANT}` are not JSON ({e})"))?;
-    let Some(object) = value.as_object() else {
-        return Err(format!("the arguments of `{ASK_PARTICIPANT}` must be a JSON object"));
-    };
-    if let Some(other) = object.keys().find(|k| !matches!(k.as_str(), "question" | "participant")) {
-        return Err(format!("`{ASK_PARTICIPANT}` takes `question` and `participant`, not `{other}`"));
-    }
-    let question = match object.get("question") {
-        Some(serde_json::Value::String(q)) if !q.trim().is_empty() => q.trim().to_string(),
-        Some(serde_json::Value::String(_)) => return Err(format!("`{ASK_PARTICIPANT}`: `question` is empty")),
-        Some(_) => return Err(format!("`{ASK_PARTICIPANT}`: `question` must be a string")),
-        None => return Err(format!("`{ASK_PARTICIPANT}` needs `question`")),
-    };
-    let participant = match object.get("participant") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(p)) if p.trim().is_empty() => None,
-        Some(serde_json::Value::String(p)) => Some(p.trim().to_string()),
-        Some(_) => return Err(format!("`{ASK_PARTICIPANT}`: `participant` must be a string")),
-    };
-    Ok(Ask { question, participant })
+    let mut args = string_args(ASK_PARTICIPANT, arguments, &["question", "participant"])?;
+    let question = args.remove("question").ok_or_else(|| format!("`{ASK_PARTICIPANT}` needs `question`"))?;
+    Ok(Ask { question, participant: args.remove("participant") })
 }
 
 /// `ask_participant`: the question becomes the task's status message (and a history entry),
@@ -292,9 +273,10 @@ mod tests {
         assert_eq!(parse(r#"{"question": "Why?"}"#).unwrap().participant, None);
         assert_eq!(parse(r#"{"question": "Why?", "participant": ""}"#).unwrap().participant, None);
         assert!(parse("{}").unwrap_err().contains("needs `question`"));
-        assert!(parse(r#"{"question": "  "}"#).unwrap_err().contains("`question` is empty"));
+        assert!(parse(r#"{"question": "  "}"#).unwrap_err().contains("needs `question`"));
         assert!(parse(r#"{"question": 3}"#).unwrap_err().contains("`question` must be a string"));
-        assert!(parse(r#"{"question": "q", "to": "bob"}"#).unwrap_err().contains("not `to`"));
+        let err = parse(r#"{"question": "q", "to": "bob"}"#).unwrap_err();
+        assert!(err.contains("takes `question` and `participant`, not `to`"), "{err}");
         assert!(parse(r#"{"question": "q", "participant": 7}"#).unwrap_err().contains("must be a string"));
         assert!(parse("[1]").unwrap_err().contains("must be a JSON object"));
         assert!(parse("{nope").unwrap_err().contains("are not JSON"));
