@@ -20,3 +20,19 @@ pub use activities::Activities;
 // The workflow's boundary types, as `crate::` paths for the modules moved out of it.
 #[allow(unused_imports)]
 pub(crate) use harness_workflow::*;
+
+/// The request headers of configured `(name, value)` pairs. For the first pair that is not a
+/// header the error is `bad(name, true)` when its name is not a header name, `bad(name,
+/// false)` when its value is not a header value, so it names the config key it came from.
+pub(crate) fn header_map(
+    pairs: &[(String, String)],
+    bad: impl Fn(&str, bool) -> String,
+) -> Result<reqwest::header::HeaderMap, String> {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in pairs {
+        let n = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad(name, true))?;
+        let v = reqwest::header::HeaderValue::from_str(value).map_err(|_| bad(name, false))?;
+        map.insert(n, v);
+    }
+    Ok(map)
+}

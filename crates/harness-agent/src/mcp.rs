@@ -121,14 +121,10 @@ impl McpSource {
                 handler.serve(transport).await.map_err(|e| format!("MCP source `{id}`: {e}"))
             }
             McpTransport::Http { url, headers } => {
-                let mut map = reqwest::header::HeaderMap::new();
-                for (k, v) in headers {
-                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|_| format!("MCP source `{id}`: `{k}` is not a header name"))?;
-                    let value = reqwest::header::HeaderValue::from_str(v)
-                        .map_err(|_| format!("MCP source `{id}`: the value of header `{k}` is not one"))?;
-                    map.insert(name, value);
-                }
+                let map = crate::header_map(headers, |k, is_name| match is_name {
+                    true => format!("MCP source `{id}`: `{k}` is not a header name"),
+                    false => format!("MCP source `{id}`: the value of header `{k}` is not one"),
+                })?;
                 let client = reqwest::Client::builder()
                     .default_headers(map)
                     .build()

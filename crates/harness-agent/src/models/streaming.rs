@@ -78,14 +78,10 @@ impl Endpoint {
         timeout: Duration,
         max_attempts: u32,
     ) -> Result<Self, String> {
-        let mut map = reqwest::header::HeaderMap::new();
-        for (key, value) in headers {
-            let n = reqwest::header::HeaderName::from_bytes(key.as_bytes())
-                .map_err(|_| format!("`models.{name}.headers`: `{key}` is not a header name"))?;
-            let v = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|_| format!("`models.{name}.headers.{key}`: not a header value"))?;
-            map.insert(n, v);
-        }
+        let map = crate::header_map(headers, |key, is_name| match is_name {
+            true => format!("`models.{name}.headers`: `{key}` is not a header name"),
+            false => format!("`models.{name}.headers.{key}`: not a header value"),
+        })?;
         let http = reqwest::Client::builder()
             .default_headers(map)
             .connect_timeout(timeout)

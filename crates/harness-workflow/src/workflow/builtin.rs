@@ -16,6 +16,13 @@ pub(super) enum Cut {
     Control,
 }
 
+impl Cut {
+    /// Which cut came: a waiting cancel goes before a control.
+    pub(super) fn now(ctx: &WorkflowContext<TaskWorkflow>) -> Self {
+        if ctx.state(|s| s.work.cancel.is_some()) { Cut::Cancel } else { Cut::Control }
+    }
+}
+
 /// Whether the workflow runs this call itself (a built-in this task's tools turn on).
 pub(super) fn is_builtin(s: &TaskWorkflow, call: &ToolCall) -> bool {
     (call.name == ASK_PARTICIPANT && s.input.tools.ask_participant)
@@ -105,10 +112,7 @@ async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> Workf
         Ok(done) => done,
         Err(cut) => return Ok(Err(cut)),
     };
-    let elapsed = match (started, ctx.workflow_time()) {
-        (Some(a), Some(b)) => b.duration_since(a).map_or(0, |d| d.as_millis() as u64),
-        _ => 0,
-    };
+    let elapsed = super::emit::millis_since(ctx, started);
     let failed = matches!(done.state, TaskState::Failed | TaskState::Canceled | TaskState::Rejected);
     let text = format!("sub-task {id} on `{agent}` ended {}: {}", done.state, done.summary);
     Ok(Ok(ToolResult { duration_ms: elapsed, ..result(text, failed, summary) }))
@@ -127,7 +131,7 @@ async fn wait_for_sub_task(
             _ = ctx.wait_condition(|s| !s.work.side.is_empty() || closed(s)) => None,
         };
         if next.is_some() {
-            let cut = if ctx.state(|s| s.work.cancel.is_some()) { Cut::Cancel } else { Cut::Control };
+            let cut = Cut::now(ctx);
             return Ok(Err(cut));
         }
         // The result as the stand-in sent it, before the side work records it.
@@ -220,10 +224,7 @@ async fn ask_participant(
     ctx.state_mut(|s| s.work.in_turn = true);
     let who = answer.sender.clone().unwrap_or_else(|| "the user".into());
     let text = answer.message.text();
-    let elapsed = match (started, ctx.workflow_time()) {
-        (Some(a), Some(b)) => b.duration_since(a).map_or(0, |d| d.as_millis() as u64),
-        _ => 0,
-    };
+    let elapsed = super::emit::millis_since(ctx, started);
     Ok(Ok(ToolResult { duration_ms: elapsed, ..result(format!("{who} answered: {text}"), false, summary) }))
 }
 
@@ -252,7 +253,7 @@ async fn wait_for_answer(
                 }
             }
             Some(Err(())) => {
-                let cut = if ctx.state(|s| s.work.cancel.is_some()) { Cut::Cancel } else { Cut::Control };
+                let cut = Cut::now(ctx);
                 return Ok(Err(cut));
             }
             None => super::dispatch::side_work(ctx).await?,

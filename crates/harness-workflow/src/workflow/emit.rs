@@ -13,6 +13,14 @@ pub(super) fn timestamp(t: Option<std::time::SystemTime>) -> Option<String> {
     t.map(a2a_types::format_timestamp)
 }
 
+/// Milliseconds of workflow time since `started` (0 when either time is unknown).
+pub(super) fn millis_since(ctx: &WorkflowContext<TaskWorkflow>, started: Option<std::time::SystemTime>) -> u64 {
+    match (started, ctx.workflow_time()) {
+        (Some(a), Some(b)) => b.duration_since(a).map_or(0, |d| d.as_millis() as u64),
+        _ => 0,
+    }
+}
+
 /// Sets the status (with its timestamp from workflow time) and emits it with the snapshot.
 pub(super) async fn set_status(
     ctx: &WorkflowContext<TaskWorkflow>,

@@ -318,10 +318,7 @@ async fn tool_round(
         Ok(Err(_)) => Vec::new(),
         Err(cut) => return Ok(Err(cut)),
     };
-    let elapsed = match (started, ctx.workflow_time()) {
-        (Some(a), Some(b)) => b.duration_since(a).map_or(0, |d| d.as_millis() as u64),
-        _ => 0,
-    };
+    let elapsed = super::emit::millis_since(ctx, started);
     let mut outcomes = outcomes.into_iter();
     let mut results = Vec::with_capacity(calls.len());
     for (call, is_builtin) in calls.iter().zip(builtins) {
@@ -581,7 +578,7 @@ async fn during_turn<T>(
             Some(Err(())) => {
                 call.cancel();
                 let _ = call.await;
-                let cut = if ctx.state(|s| s.work.cancel.is_some()) { Cut::Cancel } else { Cut::Control };
+                let cut = Cut::now(ctx);
                 return Ok(Err(cut));
             }
             None => super::dispatch::side_work(ctx).await?,
