@@ -178,12 +178,15 @@ async fn a_model_that_keeps_calling_tools_is_stopped_after_max_rounds_and_tools_
     let answer = texts(&last["statusUpdate"]["status"]["message"]);
     assert!(answer.contains("after 2 rounds of tool calls (`agent.max_tool_rounds`)"), "{answer}");
     assert_eq!((mock.seen().len(), runs.load(Ordering::SeqCst)), (3, 2), "two rounds ran, the third was refused");
-    // `/help` and `/status` list the tools the model may call.
+    // `/help` and `/status` list the tools the model may call (with the built-in `emit_ui`,
+    // on by default: issue 30), each with its description's first line.
     let task_id = events[0]["task"]["id"].as_str().unwrap().to_string();
     let help = command(&base, &task_id, "/help").await;
-    assert!(help.contains("Tools the model may call:\nfail — Always fails\nleak — Says the key"), "{help}");
+    let listed = "Tools the model may call:\nemit_ui — Shows the user an interactive surface (A2UI v0.9) beside the \
+                  conversation.\nfail — Always fails\nleak — Says the key";
+    assert!(help.contains(listed), "{help}");
     let status = command(&base, &task_id, "/status").await;
-    assert!(status.ends_with("tools: 4 (fail, leak, sleepy, weather)"), "{status}");
+    assert!(status.ends_with("tools: 5 (emit_ui, fail, leak, sleepy, weather)"), "{status}");
     harness.stop().await;
 
     let mock = MockOpenAi::start().await;
@@ -467,7 +470,7 @@ fn bad_host_tools_are_refused_by_build_naming_the_tool() {
     let err = Harness::builder(summon).build().err().unwrap().to_string();
     assert!(
         err.contains(
-            "`agent.builtin_tools`: `summon` is not a built-in tool (expected one of ask_participant, delegate)"
+            "`agent.builtin_tools`: `summon` is not a built-in tool (expected one of ask_participant, delegate, emit_ui)"
         ),
         "{err}"
     );

@@ -108,8 +108,44 @@ pub struct ToolRegistry {
     builtins: Vec<ToolSpec>,
 }
 
-/// The names of the built-in tools, which no other tool may take (`emit_ui` is issue 30's).
-pub const BUILTIN_NAMES: &[&str] = &[harness_workflow::ASK_PARTICIPANT, harness_workflow::DELEGATE, "emit_ui"];
+/// The names of the built-in tools, which no other tool may take.
+pub const BUILTIN_NAMES: &[&str] =
+    &[harness_workflow::ASK_PARTICIPANT, harness_workflow::DELEGATE, harness_workflow::a2ui::EMIT_UI];
+
+/// `emit_ui` as the model is told about it (issue 30; the workflow runs it: docs/tools.md):
+/// A2UI v0.9 messages in the basic catalog. The arguments' schema says the outline; the
+/// workflow checks each message against the A2UI schemas and answers what is wrong.
+pub fn emit_ui_spec() -> ToolSpec {
+    use harness_workflow::a2ui::BASIC_CATALOG;
+    ToolSpec {
+        name: harness_workflow::a2ui::EMIT_UI.into(),
+        description: format!(
+            "Shows the user an interactive surface (A2UI v0.9) beside the conversation.\n\
+             Send A2UI messages in order: `createSurface` ({{\"surfaceId\", \"catalogId\": \"{BASIC_CATALOG}\"}}) \
+             once per surface, then `updateComponents` ({{\"surfaceId\", \"components\": [...]}}: a flat list, \
+             one component with id `root`, children named by id; the basic catalog's components are Text, Image, \
+             Icon, Video, AudioPlayer, Row, Column, List, Card, Tabs, Modal, Divider, Button, TextField, CheckBox, \
+             ChoicePicker, Slider, DateTimeInput), `updateDataModel` ({{\"surfaceId\", \"path\", \"value\"}}) and \
+             `deleteSurface` ({{\"surfaceId\"}}). A Button's `action` is {{\"event\": {{\"name\", \"context\"}}}}: \
+             when the user presses it you read `[A2UI action] <name> on surface <id> from <component>: <context>` \
+             as their next message. The result says what was shown, or which message is wrong and why."
+        ),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {
+                "messages": {
+                    "type": "array",
+                    "minItems": 1,
+                    "description": "A2UI v0.9 server-to-client messages, each an object with one of createSurface, \
+                                    updateComponents, updateDataModel, deleteSurface.",
+                    "items": {"type": "object"}
+                }
+            },
+            "required": ["messages"],
+            "additionalProperties": false
+        }),
+    }
+}
 
 /// `delegate` as the model is told about it, naming the remote agents it may hand a brief to
 /// (the workflow runs it: docs/tools.md).

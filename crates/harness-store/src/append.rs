@@ -172,7 +172,14 @@ impl Fields {
             snapshot: e.snapshot.as_ref().map(|t| serde_json::to_string(&t.head())).transpose()?.unwrap_or_default(),
             context_id: e.snapshot.as_ref().map(|t| t.context_id.clone()).unwrap_or_default(),
             changes: Changes::of(e)?,
-            pushed: matches!(e.event, StreamResponse::Task(_) | StreamResponse::StatusUpdate(_)),
+            // The Task, every status, and every artifact the workflow writes whole (an A2UI
+            // surface, a sub-task's artifact): not a model's streamed chunks, which the
+            // final status carries whole (issue 30).
+            pushed: match e.event {
+                StreamResponse::Task(_) | StreamResponse::StatusUpdate(_) => true,
+                StreamResponse::ArtifactUpdate(_) => e.stored_before.is_some(),
+                _ => false,
+            },
             stored_before: e.stored_before,
         })
     }

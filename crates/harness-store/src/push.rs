@@ -302,5 +302,17 @@ mod tests {
         assert_eq!(store.pending_pushes().await.unwrap(), 3, "a done delivery leaves");
         store.delete_push_config("t", "b").await.unwrap();
         assert_eq!(store.pending_pushes().await.unwrap(), 1, "a deleted config's deliveries go with it");
+
+        // An artifact the workflow writes whole (an A2UI surface, issue 30) is pushed.
+        let surface = StreamResponse::ArtifactUpdate(a2a_types::TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            artifact: artifact("a2ui:1", "surface"),
+            last_chunk: true,
+            ..Default::default()
+        });
+        let whole =
+            NewEvent { stored_before: Some(crate::Stored { history: 0, artifacts: 0 }), ..new("t", "k4", surface) };
+        assert!(store.append(&whole).await.unwrap().pushes, "a whole artifact of the workflow is pushed");
+        assert_eq!(store.pending_pushes().await.unwrap(), 2);
     }
 }

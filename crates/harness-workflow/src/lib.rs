@@ -8,6 +8,7 @@
 //! workflow, update, query, signal or activity name (recorded histories would stop
 //! replaying).
 
+pub mod a2ui;
 pub mod activity;
 mod join;
 mod refusal;

@@ -34,20 +34,29 @@ pub enum RefusalKind {
 pub struct Refusal {
     pub kind: RefusalKind,
     pub message: String,
+    /// A code a client can test for, beside the kind (`a2ui.unknown_surface_or_component`):
+    /// the A2A error's ErrorInfo metadata `code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 impl Refusal {
     /// A task that has ended (or is being canceled) takes no more messages (S7).
     pub fn task_ended(state: TaskState) -> Self {
-        Self { kind: RefusalKind::TaskEnded, message: terminal_refusal(state) }
+        Self { kind: RefusalKind::TaskEnded, message: terminal_refusal(state), code: None }
     }
 
     pub fn invalid_message(message: impl Into<String>) -> Self {
-        Self { kind: RefusalKind::InvalidMessage, message: message.into() }
+        Self { kind: RefusalKind::InvalidMessage, message: message.into(), code: None }
     }
 
     pub fn not_allowed(message: impl Into<String>) -> Self {
-        Self { kind: RefusalKind::NotAllowed, message: message.into() }
+        Self { kind: RefusalKind::NotAllowed, message: message.into(), code: None }
+    }
+
+    /// The refusal with a code a client can test for.
+    pub fn with_code(self, code: &str) -> Self {
+        Self { code: Some(code.to_string()), ..self }
     }
 
     /// The error an update validator returns.
@@ -124,6 +133,7 @@ mod tests {
             Refusal::task_ended(TaskState::Completed),
             Refusal::invalid_message("the message has no parts"),
             Refusal::not_allowed("participant `w` watches task t and may not complete it"),
+            Refusal::invalid_message("parts[0]: no surface `s`").with_code("a2ui.unknown_surface_or_component"),
         ] {
             let failure = as_the_sdk_sends_it(refusal.clone());
             assert_eq!(failure.message, refusal.message, "the outer failure reads as the refusal");

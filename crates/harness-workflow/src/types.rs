@@ -125,6 +125,9 @@ pub struct Carried {
     pub runs: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sub_tasks: Vec<SubTask>,
+    /// The A2UI surfaces the task has open (issue 30): an action is checked against them.
+    #[serde(default, skip_serializing_if = "crate::a2ui::Surfaces::is_empty")]
+    pub ui: crate::a2ui::Surfaces,
 }
 
 /// The `live` query's answer: the task as the workflow holds it, with what the store may not
@@ -398,11 +401,14 @@ pub struct ToolLimits {
     /// model is not offered `delegate`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delegates: Vec<String>,
+    /// The model may call the built-in `emit_ui` (issue 30), which the workflow runs.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub emit_ui: bool,
 }
 
 impl Default for ToolLimits {
     fn default() -> Self {
-        Self { max_rounds: 16, timeout_secs: 300, ask_participant: false, delegates: Vec::new() }
+        Self { max_rounds: 16, timeout_secs: 300, ask_participant: false, delegates: Vec::new(), emit_ui: false }
     }
 }
 

@@ -56,6 +56,8 @@ pub struct TaskWorkflow {
     run: RunUse,
     /// Sub-tasks this task delegated, and what a stand-in follows (issue 19).
     delegation: Delegation,
+    /// The A2UI surfaces the task has open, and what its client renders (issue 30).
+    ui: crate::a2ui::Surfaces,
 }
 
 /// What the workflow knows of the task's log (D1) and what the next event carries.
@@ -192,6 +194,7 @@ impl TaskWorkflow {
             accepted: Accepted::default(),
             run: RunUse { runs: carried.runs, ..Default::default() },
             delegation: Delegation { sub_tasks: carried.sub_tasks, following: None },
+            ui: carried.ui,
         };
         for (id, cursor) in carried.accepted {
             wf.remember(id, cursor);
@@ -258,6 +261,15 @@ impl TaskWorkflow {
         }
         if item.message.parts.is_empty() {
             return Err(Refusal::invalid_message("the message has no parts").into_error());
+        }
+        // An A2UI action answers a surface this task showed, from a component on it (issue 30).
+        if let Err(e) = self.ui.check_incoming(&item.message) {
+            let refusal = Refusal::invalid_message(e.message);
+            return Err(match e.code {
+                Some(code) => refusal.with_code(code),
+                None => refusal,
+            }
+            .into_error());
         }
         match &item.kind {
             ItemKind::Control => self.may_complete(item.sender.as_deref()).map_err(Refusal::into_error)?,
@@ -486,6 +498,8 @@ impl TaskWorkflow {
             message.metadata.get_or_insert_with(Default::default).insert(crate::command_ext_key(), mark);
         }
         let id = message.message_id.clone();
+        // What this sender's renderer takes, for the surfaces the model shows next (issue 30).
+        self.ui.note_client(message.metadata.as_ref());
         let route = item.kind.route();
         if route == Route::Opening {
             // Nothing for the model and nothing to record: the brief is the task (S22).

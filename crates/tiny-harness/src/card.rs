@@ -14,14 +14,14 @@ use serde_json::json;
 pub const EXT_BASE: &str = "https://madarauchiha-314.github.io/tiny-harness/a2a/ext";
 /// The A2UI extension.
 pub const A2UI_URI: &str = "https://a2ui.org/a2a-extension/a2ui/v0.9.1";
-/// The A2UI catalog this agent renders with.
-pub const A2UI_BASIC_CATALOG: &str = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json";
+/// The A2UI catalog this agent's surfaces use.
+pub use harness_workflow::a2ui::BASIC_CATALOG as A2UI_BASIC_CATALOG;
 
 /// Media types of EXTENSIONS.md.
 pub const TASK_MEDIA_TYPE: &str = "application/vnd.tiny-harness.task+json";
 pub const EVENT_MEDIA_TYPE: &str = "application/vnd.tiny-harness.event+json";
 pub const CHANNEL_MEDIA_TYPE: &str = "application/vnd.tiny-harness.channel+json";
-pub const A2UI_MEDIA_TYPE: &str = "application/a2ui+json";
+pub use harness_workflow::a2ui::MEDIA_TYPE as A2UI_MEDIA_TYPE;
 
 pub use harness_agent::commands::CommandInfo;
 
@@ -32,6 +32,9 @@ pub struct CardInputs<'a> {
     pub push_notifications: bool,
     /// The frozen command registry.
     pub commands: &'a [CommandInfo],
+    /// The model may show A2UI surfaces (`emit_ui`, issue 30): the A2UI extension and media
+    /// type are declared only then.
+    pub a2ui: bool,
 }
 
 fn skill(s: &SkillConfig) -> AgentSkill {
@@ -54,8 +57,8 @@ fn params(v: serde_json::Value) -> Option<Struct> {
 pub const SUBSTATES: [&str; 5] =
     [AWAITING_NEXT_MESSAGE, AWAITING_ASSIGNEE, AWAITING_SUBTASKS, CALLING_TOOLS, AWAITING_PARTICIPANT];
 
-/// The five extensions, each `required: false`.
-fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {
+/// The five extensions (four without A2UI), each `required: false`.
+fn extensions(commands: &[CommandInfo], a2ui: bool) -> Vec<AgentExtension> {
     let mut commands: Vec<&CommandInfo> = commands.iter().collect();
     commands.sort_by(|a, b| a.name.cmp(&b.name));
     let commands: Vec<_> =
@@ -66,7 +69,7 @@ fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {
         required: false,
         params,
     };
-    vec![
+    let mut all = vec![
         ext("task/v1", "The task's own data (name, goal, participants, sub-tasks) in Task.metadata.", None),
         ext("channel/v1", "A task is a channel among its participants; their messages are echoed as events.", None),
         ext(
@@ -79,13 +82,18 @@ fn extensions(commands: &[CommandInfo]) -> Vec<AgentExtension> {
             "Slash commands (`/<name> <arguments>` as a message's whole text).",
             params(json!({"commands": commands})),
         ),
-        AgentExtension {
+    ];
+    if a2ui {
+        all.push(AgentExtension {
             uri: A2UI_URI.into(),
             description: "A2UI surfaces as artifacts; user actions as data parts.".into(),
             required: false,
-            params: params(json!({"supportedCatalogIds": [A2UI_BASIC_CATALOG], "acceptsInlineCatalogs": false})),
-        },
-    ]
+            params: params(
+                json!({"supportedCatalogIds": harness_workflow::a2ui::CATALOGS, "acceptsInlineCatalogs": false}),
+            ),
+        });
+    }
+    all
 }
 
 /// Builds the public card.
@@ -109,7 +117,11 @@ pub fn build(config: &CardSection, inputs: &CardInputs<'_>) -> AgentCard {
         config.skills.iter().map(skill).collect()
     };
     let input_modes: Vec<String> =
-        ["text/plain", TASK_MEDIA_TYPE, EVENT_MEDIA_TYPE, CHANNEL_MEDIA_TYPE, A2UI_MEDIA_TYPE].map(String::from).into();
+        ["text/plain", TASK_MEDIA_TYPE, EVENT_MEDIA_TYPE, CHANNEL_MEDIA_TYPE, A2UI_MEDIA_TYPE]
+            .into_iter()
+            .filter(|m| inputs.a2ui || *m != A2UI_MEDIA_TYPE)
+            .map(String::from)
+            .collect();
     let output_modes: Vec<String> = input_modes.iter().filter(|m| *m != EVENT_MEDIA_TYPE).cloned().collect();
     AgentCard {
         name: config.name.clone().unwrap_or_else(|| "tiny-harness".into()),
@@ -125,7 +137,7 @@ pub fn build(config: &CardSection, inputs: &CardInputs<'_>) -> AgentCard {
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(inputs.push_notifications),
-            extensions: extensions(inputs.commands),
+            extensions: extensions(inputs.commands, inputs.a2ui),
             extended_agent_card: config.extended.is_some().then_some(true),
         },
         default_input_modes: input_modes,

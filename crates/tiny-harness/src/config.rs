@@ -194,8 +194,10 @@ pub struct AgentSection {
     pub tool_timeout_secs: u64,
     /// A tool's result longer than this is cut (the cut marked) before the model reads it.
     pub max_tool_result_bytes: usize,
-    /// The built-in tools the model is offered (docs/tools.md): `ask_participant`,
-    /// `delegate`. None by default: each changes what the model may do to a task.
+    /// The built-in tools the model is offered (docs/tools.md): `emit_ui` (the default: it
+    /// only shows the user a surface, which the card's A2UI extension promises),
+    /// `ask_participant` and `delegate` (off by default: each changes what the model may do
+    /// to a task).
     pub builtin_tools: Vec<String>,
 }
 
@@ -264,12 +266,14 @@ impl AgentSection {
             ask_participant: self.tools && self.builtin_tools.iter().any(|t| t == harness_workflow::ASK_PARTICIPANT),
             // Set by `Config::tool_limits`, which knows the `[[agents]]`.
             delegates: Vec::new(),
+            emit_ui: self.tools && self.builtin_tools.iter().any(|t| t == harness_workflow::a2ui::EMIT_UI),
         })
     }
 }
 
 /// The built-in tools `[agent] builtin_tools` may name.
-pub const BUILTIN_TOOLS: &[&str] = &[harness_workflow::ASK_PARTICIPANT, harness_workflow::DELEGATE];
+pub const BUILTIN_TOOLS: &[&str] =
+    &[harness_workflow::ASK_PARTICIPANT, harness_workflow::DELEGATE, harness_workflow::a2ui::EMIT_UI];
 
 impl Default for AgentSection {
     fn default() -> Self {
@@ -289,7 +293,7 @@ impl Default for AgentSection {
             max_tool_rounds: harness_workflow::ToolLimits::default().max_rounds,
             tool_timeout_secs: harness_workflow::ToolLimits::default().timeout_secs,
             max_tool_result_bytes: 16 * 1024,
-            builtin_tools: Vec::new(),
+            builtin_tools: vec![harness_workflow::a2ui::EMIT_UI.to_string()],
         }
     }
 }

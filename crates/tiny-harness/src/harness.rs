@@ -10,7 +10,7 @@ use harness_agent::commands::{CommandInfo, CommandRegistry};
 use harness_agent::mcp::McpSource;
 use harness_agent::models::{ModelRegistry, ProviderContext, ProviderFactory, ProviderKinds, ScriptedModel};
 use harness_agent::redaction::Redactor;
-use harness_agent::tools::{ask_participant_spec, delegate_spec};
+use harness_agent::tools::{ask_participant_spec, delegate_spec, emit_ui_spec};
 use harness_push::{DeliveryPolicy, Pusher};
 use harness_store::Store;
 use std::sync::Arc;
@@ -219,6 +219,9 @@ impl HarnessBuilder {
         if !limits.delegates.is_empty() {
             tools = tools.with_builtin(delegate_spec(&limits.delegates));
         }
+        if limits.emit_ui {
+            tools = tools.with_builtin(emit_ui_spec());
+        }
         if config.temporal.mode == crate::config::TemporalMode::Remote {
             config.temporal.auth()?;
         }
@@ -233,6 +236,7 @@ impl HarnessBuilder {
                 base_url: &public_url,
                 push_notifications: config.push_configured(),
                 commands: &commands.list(),
+                a2ui: limits.emit_ui,
             },
         );
         let extended_card = crate::card::build_extended(&config.card, &card);

@@ -12,6 +12,8 @@ fn the_default_card_matches_its_snapshot() {
             base_url: "http://127.0.0.1:8080",
             push_notifications: true,
             commands: &harness_agent::commands::CommandRegistry::default().list(),
+            // The default config offers `emit_ui` (issue 30).
+            a2ui: tiny_harness::config::Config::default().tool_limits().unwrap().emit_ui,
         },
     );
     let mut json = serde_json::to_value(&card).unwrap();
@@ -33,7 +35,8 @@ fn the_card_section_overrides_the_defaults_and_declares_the_extended_card() {
             skills: vec![SkillConfig { id: "x".into(), name: "X".into(), ..Default::default() }],
         }),
     };
-    let inputs = CardInputs { base_url: "https://agents.example.com/", push_notifications: false, commands: &[] };
+    let inputs =
+        CardInputs { base_url: "https://agents.example.com/", push_notifications: false, commands: &[], a2ui: false };
     let card = build(&section, &inputs);
     assert_eq!((card.name.as_str(), card.version.as_str()), ("helper", "2.0.0"));
     assert_eq!(card.supported_interfaces[0].url, "https://agents.example.com/a2a/jsonrpc");
@@ -43,6 +46,9 @@ fn the_card_section_overrides_the_defaults_and_declares_the_extended_card() {
     assert_eq!(extended.description, "More.");
     assert_eq!(extended.skills.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s", "x"]);
     assert!(build_extended(&CardSection::default(), &card).is_none());
+    // Without `emit_ui` the card promises no A2UI (issue 30): no extension, no media type.
+    assert!(card.capabilities.extensions.iter().all(|e| !e.uri.contains("a2ui")), "{:?}", card.capabilities.extensions);
+    assert!(!card.default_input_modes.iter().any(|m| m == "application/a2ui+json"));
 }
 
 /// Issue 18: the event-envelope schema this project publishes (docs/schemas/) is the one the

@@ -259,9 +259,17 @@ async fn conversation(store: &Store, window: Option<usize>, turn: &ModelTurn) ->
 
 /// The conversation as the model reads it: without slash commands and their replies (S9),
 /// nor the workflow's answers to messages that took no turn.
+/// An A2UI action or renderer error reads as one line of text naming it (issue 30).
 fn for_the_model(mut history: Vec<Message>) -> Vec<Message> {
     let keys = [crate::command_ext_key(), crate::answer_ext_key()];
     history.retain(|m| !m.metadata.as_ref().is_some_and(|md| keys.iter().any(|k| md.contains_key(k))));
+    for m in &mut history {
+        for part in &mut m.parts {
+            if let Some(line) = harness_workflow::a2ui::model_line(part) {
+                *part = Part::text(line);
+            }
+        }
+    }
     history
 }
 

@@ -18,10 +18,20 @@
 //! when = "quick"
 //! chunks = ["A direct reply."]
 //! direct = true               # answered with the reply Message, not the task (needs `when`)
+//!
+//! [[reply]]                   # shows an A2UI surface through the built-in `emit_ui` (issue 30)
+//! when = "form"
+//! chunks = ["Here is a form."]  # optional: said before the surface
+//! ui = '''[{"createSurface": {"surfaceId": "s1", "catalogId": "..."}}, ...]'''
+//! after = ["Shown."]          # optional: said once it is shown (default: the tool's result)
 //! ```
+//!
+//! A `ui` reply is a tool call of `emit_ui` with those messages, so the workflow checks and
+//! shows them exactly as a real model's call; the round after it says `after`.
 
 use super::{DeltaStream, ModelError, ModelEvent, ModelProvider, ModelRequest, last_user_text};
 use futures::StreamExt;
+use harness_workflow::a2ui::EMIT_UI;
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
@@ -42,6 +52,12 @@ pub struct ScriptedReply {
     /// when it is admitted, so only a reply with `when` can be one.
     #[serde(default)]
     pub direct: bool,
+    /// A2UI messages (a JSON array, as text) shown with `emit_ui`.
+    #[serde(default)]
+    pub ui: Option<String>,
+    /// What the round after `ui` says (default: the tool's result).
+    #[serde(default)]
+    pub after: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -70,8 +86,18 @@ impl ScriptedModel {
             return Err("no [[reply]] entries".into());
         }
         for (i, r) in file.reply.iter().enumerate() {
-            if r.chunks.is_empty() && r.fail.is_none() {
-                return Err(format!("reply {} has neither `chunks` nor `fail`", i + 1));
+            if r.chunks.is_empty() && r.fail.is_none() && r.ui.is_none() {
+                return Err(format!("reply {} has none of `chunks`, `ui` and `fail`", i + 1));
+            }
+            if let Some(ui) = &r.ui {
+                let messages: serde_json::Value =
+                    serde_json::from_str(ui).map_err(|e| format!("reply {}: `ui` is not JSON ({e})", i + 1))?;
+                if !messages.is_array() {
+                    return Err(format!("reply {}: `ui` is a JSON array of A2UI messages", i + 1));
+                }
+            }
+            if r.ui.is_some() && r.direct {
+                return Err(format!("reply {} has `ui` and `direct = true`: a direct reply shows no surface", i + 1));
             }
             if r.direct && r.when.is_none() {
                 return Err(format!(
@@ -122,12 +148,43 @@ impl ModelProvider for ScriptedModel {
             return Err(ModelError { message, retryable: false });
         }
         let delay = Duration::from_millis(reply.delay_ms);
-        Ok(futures::stream::iter(reply.chunks)
-            .then(move |chunk| async move {
+        let mut events: Vec<ModelEvent> = Vec::new();
+        match (&reply.ui, request.exchanges.last()) {
+            // The round after the surface: what the reply says then.
+            (Some(_), Some(round)) => {
+                let said = match (reply.after.is_empty(), round.results.first()) {
+                    (false, _) => reply.after.clone(),
+                    (true, Some(result)) => vec![result.content.clone()],
+                    (true, None) => Vec::new(),
+                };
+                events.extend(said.into_iter().map(ModelEvent::Text));
+            }
+            (Some(ui), None) => {
+                if !request.tools.iter().any(|t| t.name == EMIT_UI) {
+                    return Err(ModelError {
+                        message: format!(
+                            "the scripted reply shows a surface, but `{EMIT_UI}` is not offered (`agent.builtin_tools`)"
+                        ),
+                        retryable: false,
+                    });
+                }
+                events.extend(reply.chunks.into_iter().map(ModelEvent::Text));
+                let messages: serde_json::Value = serde_json::from_str(ui).unwrap_or_default();
+                events.push(ModelEvent::ToolCall(harness_workflow::ToolCall {
+                    id: format!("scripted-{}", request.turn),
+                    name: EMIT_UI.into(),
+                    arguments: serde_json::json!({ "messages": messages }).to_string(),
+                    idempotent: false,
+                }));
+            }
+            (None, _) => events.extend(reply.chunks.into_iter().map(ModelEvent::Text)),
+        }
+        Ok(futures::stream::iter(events)
+            .then(move |event| async move {
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                Ok(ModelEvent::Text(chunk))
+                Ok(event)
             })
             .boxed())
     }
@@ -168,7 +225,9 @@ mod tests {
     #[test]
     fn a_bad_script_is_refused_naming_the_problem() {
         let err = ScriptedModel::from_toml("[[reply]]\nwhen = \"x\"\n").unwrap_err();
-        assert_eq!(err, "reply 1 has neither `chunks` nor `fail`");
+        assert_eq!(err, "reply 1 has none of `chunks`, `ui` and `fail`");
+        let err = ScriptedModel::from_toml("[[reply]]\nui = \"{not json\"\n").unwrap_err();
+        assert!(err.starts_with("reply 1: `ui` is not JSON"), "{err}");
         let err = ScriptedModel::from_toml("[[reply]]\nchunk = [\"x\"]\n").unwrap_err();
         assert!(err.contains("unknown field `chunk`"), "{err}");
         let err = ScriptedModel::from_toml("[[reply]]\nchunks = [\"x\"]\ndirect = true\n").unwrap_err();

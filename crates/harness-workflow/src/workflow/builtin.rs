@@ -1,12 +1,14 @@
 //! The built-in tools the workflow runs itself (issue 29), because they wait on the task
 //! rather than on the world: `ask_participant` parks the turn INPUT_REQUIRED and takes the
 //! asked participant's next message as its result; `delegate` starts a sub-task on a
-//! configured remote agent (the stand-in of `/delegate`) and takes its result.
+//! configured remote agent (the stand-in of `/delegate`) and takes its result; `emit_ui`
+//! (issue 30) shows A2UI surfaces as an artifact of the task and keeps the surfaces open.
 
 use super::TaskWorkflow;
 use super::emit::set_status_full;
+use crate::a2ui::{self, EMIT_UI};
 use crate::{ASK_PARTICIPANT, AWAITING_PARTICIPANT, DELEGATE, InboxItem, SubTaskResult, ToolCall, ToolResult};
-use a2a_types::{Message, TaskState};
+use a2a_types::{Artifact, Message, Part, StreamResponse, TaskArtifactUpdateEvent, TaskState};
 use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
 /// What cut a running turn.
@@ -27,6 +29,7 @@ impl Cut {
 pub(super) fn is_builtin(s: &TaskWorkflow, call: &ToolCall) -> bool {
     (call.name == ASK_PARTICIPANT && s.input.tools.ask_participant)
         || (call.name == DELEGATE && !s.input.tools.delegates.is_empty())
+        || (call.name == EMIT_UI && s.input.tools.emit_ui)
 }
 
 /// Runs a built-in call; `Err` when a cancel or a control cut it.
@@ -37,6 +40,9 @@ pub(super) async fn run(
 ) -> WorkflowResult<Result<ToolResult, Cut>> {
     if call.name == DELEGATE {
         return delegate(ctx, call).await;
+    }
+    if call.name == EMIT_UI {
+        return emit_ui(ctx, call).await.map(Ok);
     }
     ask_participant(ctx, turn, call).await
 }
@@ -77,6 +83,46 @@ fn string_args(
 /// A call's result (its duration set once known).
 fn outcome(call: &ToolCall, content: String, is_error: bool, summary: String) -> ToolResult {
     ToolResult { call_id: call.id.clone(), name: call.name.clone(), content, is_error, summary, duration_ms: 0 }
+}
+
+/// `emit_ui`: the messages, checked all together against the A2UI schemas and the task's
+/// open surfaces, become one artifact update (`a2ui:<n>`, one data part per message), stored,
+/// streamed and pushed as every event is; the surfaces they open, change or delete are kept.
+/// A message that fails leaves nothing shown: the model reads what was wrong.
+async fn emit_ui(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> WorkflowResult<ToolResult> {
+    let emission = match ctx.state(|s| s.ui.check_emission(&call.arguments)) {
+        Ok(emission) => emission,
+        Err(why) => return Ok(outcome(call, why, true, String::new())),
+    };
+    let shown: Vec<String> = emission
+        .messages
+        .iter()
+        .filter_map(|m| {
+            let (kind, body) = m.as_object()?.iter().find(|(k, _)| *k != "version")?;
+            Some(format!("{kind} {}", body["surfaceId"].as_str().unwrap_or_default()))
+        })
+        .collect();
+    let summary = shown.join(", ");
+    let event = ctx.state_mut(|s| {
+        let artifact = Artifact {
+            artifact_id: format!("a2ui:{}", emission.surfaces.emitted),
+            name: a2ui::ARTIFACT_NAME.into(),
+            parts: emission.messages.into_iter().map(|m| Part::data(m, a2ui::MEDIA_TYPE)).collect(),
+            ..Default::default()
+        };
+        s.ui = emission.surfaces;
+        s.add_artifact(artifact.clone());
+        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: s.head.id.clone(),
+            context_id: s.head.context_id.clone(),
+            artifact,
+            append: false,
+            last_chunk: true,
+            metadata: None,
+        })
+    });
+    super::emit::emit(ctx, event, None).await?;
+    Ok(outcome(call, format!("shown to the user: {summary}"), false, summary))
 }
 
 /// `delegate`: a sub-task on a configured remote agent, exactly as `/delegate` starts one

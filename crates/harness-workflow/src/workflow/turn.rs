@@ -554,6 +554,7 @@ impl TaskWorkflow {
             cancel: self.work.cancel.clone(),
             runs: self.run.runs + 1,
             sub_tasks: self.delegation.sub_tasks.clone(),
+            ui: self.ui.clone(),
         };
         Box::new(TaskInput { first: None, carried: Some(Box::new(carried)), ..self.input.clone() })
     }

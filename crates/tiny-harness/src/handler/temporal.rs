@@ -152,7 +152,11 @@ impl TaskClient {
                     RefusalKind::InvalidMessage => ErrorKind::InvalidParams,
                     RefusalKind::TaskEnded | RefusalKind::NotAllowed => ErrorKind::UnsupportedOperation,
                 };
-                return A2AError::new(kind, r.message).with("taskId", task_id);
+                let error = A2AError::new(kind, r.message).with("taskId", task_id);
+                return match r.code {
+                    Some(code) => error.with("code", code),
+                    None => error,
+                };
             }
             UpdateFailure::Closed => {
                 // A run Temporal closed without the task ending (a limit, an operator) is
