@@ -9,6 +9,10 @@
 //!   The interop suite's Python venv (`target/interop-venv`) is built first when missing or
 //!   when its pinned requirements changed.
 //! - `contract`: refreshes the contract snapshots (the agent card, S2) with insta.
+//! - `ui [--check]`: installs `ui/`'s packages from its lockfile (`npm ci`), type-checks the
+//!   sources and rebuilds the web UI into `crates/tiny-harness/ui/` (committed, embedded in
+//!   the binary: docs/ui.md); `--check` fails instead when the committed build is not the
+//!   build of the sources. `test` runs the check.
 //! - `bench`: the benchmark of `docs/performance.md`, release build, one run, ratios.
 //! - `histories`: re-records the `TaskWorkflow` histories the replay test replays.
 //! - `dev`: `cargo run -p harness-cli -- dev` with any extra arguments.
@@ -186,9 +190,65 @@ fn lint() -> Result<()> {
     .context("clippy has warnings (denied)")
 }
 
+/// `ui/node_modules` from the lockfile (`npm ci`), again whenever the lockfile changed.
+fn ui_modules() -> Result<PathBuf> {
+    let ui = root().join("ui");
+    let lock = std::fs::read_to_string(ui.join("package-lock.json")).context("ui/package-lock.json")?;
+    let stamp = ui.join("node_modules/.tiny-harness-lock");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == lock) {
+        return Ok(ui);
+    }
+    run({
+        let mut c = Command::new("npm");
+        c.args(["ci", "--no-audit", "--no-fund"]).current_dir(&ui);
+        c
+    })
+    .context("`npm ci` in ui/ failed: the UI's build and browser test need Node 20 with npm")?;
+    std::fs::write(&stamp, lock)?;
+    Ok(ui)
+}
+
+/// `cargo xtask ui [--check]`.
+fn ui(extra: &[String]) -> Result<()> {
+    let check = match extra {
+        [] => false,
+        [flag] if flag == "--check" => true,
+        _ => bail!("usage: cargo xtask ui [--check]"),
+    };
+    let ui = ui_modules()?;
+    let node = |args: &[&str]| {
+        let mut c = Command::new("node");
+        c.args(args).current_dir(&ui);
+        c
+    };
+    run(node(&["node_modules/typescript/bin/tsc", "--noEmit"])).context("the UI's TypeScript does not check")?;
+    let committed = root().join("crates/tiny-harness/ui");
+    if !check {
+        return run(node(&["build.mjs"]));
+    }
+    let fresh = std::env::temp_dir().join(format!("tiny-harness-ui-{}", std::process::id()));
+    run(node(&["build.mjs", "--out", &fresh.display().to_string()]))?;
+    let mut stale = Vec::new();
+    for file in ["index.html", "app.js", "app.css"] {
+        if std::fs::read(fresh.join(file)).ok() != std::fs::read(committed.join(file)).ok() {
+            stale.push(file);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&fresh);
+    if !stale.is_empty() {
+        bail!(
+            "crates/tiny-harness/ui/ is not the build of ui/ ({} differ): run `cargo xtask ui` and commit the result",
+            stale.join(", ")
+        );
+    }
+    Ok(())
+}
+
 async fn test(extra: &[String]) -> Result<()> {
     lint()?;
     unused_dependencies()?;
+    // The committed web UI is the build of its sources, and the browser test has its packages.
+    ui(&["--check".to_string()])?;
     build_harness()?;
     let python = interop_venv()?;
     // D2: a Postgres for the store's tests, unless one is given.
@@ -415,6 +475,7 @@ async fn main() -> Result<()> {
         "old-run" => old_run(extra),
         "chaos" => chaos(extra),
         "cluster" => cluster(extra).await,
+        "ui" => ui(extra),
         "contract" => run({
             let mut c = cargo();
             c.args(["test", "-p", "tiny-harness", "--test", "card_contract"]).env("INSTA_UPDATE", "always");
@@ -426,7 +487,7 @@ async fn main() -> Result<()> {
             c
         }),
         _ => {
-            eprintln!("usage: cargo xtask <test|lint|contract|bench|histories|dev|chaos|cluster|old-run> [args]");
+            eprintln!("usage: cargo xtask <test|lint|contract|ui|bench|histories|dev|chaos|cluster|old-run> [args]");
             if verb == "help" { Ok(()) } else { bail!("unknown verb `{verb}`") }
         }
     }

@@ -874,3 +874,57 @@ async fn host_commands_run_with_the_task_context_and_the_policy_refuses_or_fails
     assert!(started.elapsed() < Duration::from_secs(10), "the control waited: {:?}", started.elapsed());
     harness.stop().await;
 }
+
+/// Issue 30 (S20): with no `ui_dir`, the built web UI embedded in the binary is served at
+/// `<prefix>/ui/` (its page with a content security policy, its script and style); `/ui`
+/// redirects to `/ui/` keeping the prefix; a host nests `tiny_harness::ui::router()` itself;
+/// `RouteOptions { ui: false }` serves none.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_embedded_ui_is_served_under_the_prefix_unless_turned_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.server.prefix = "/agents/helper".into();
+    let harness = Harness::new(c.clone()).unwrap();
+    harness.start().await.unwrap();
+    let base = serve(Router::new().nest("/agents/helper", harness.router())).await;
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let page = http.get(format!("{base}/agents/helper/ui/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_string();
+    assert!(csp.contains("default-src 'self'") && csp.contains("connect-src 'self'"), "{csp}");
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let html = page.text().await.unwrap();
+    assert!(html.contains(r#"<script type="module" src="app.js">"#), "{html}");
+    let script = http.get(format!("{base}/agents/helper/ui/app.js")).send().await.unwrap();
+    assert_eq!(script.headers()["content-type"], "text/javascript; charset=utf-8");
+    assert!(script.text().await.unwrap().contains("a2ui-surface"), "the bundle carries the A2UI renderer");
+    let style = http.get(format!("{base}/agents/helper/ui/app.css")).send().await.unwrap();
+    assert_eq!(
+        (style.status().as_u16(), style.headers()["content-type"].to_str().unwrap()),
+        (200, "text/css; charset=utf-8")
+    );
+    let bare = http.get(format!("{base}/agents/helper/ui")).send().await.unwrap();
+    assert!(bare.status().is_redirection(), "{}", bare.status());
+    assert_eq!(bare.headers()["location"], "/agents/helper/ui/", "the redirect keeps the prefix");
+    assert_eq!(get(&format!("{base}/agents/helper/ui/nothing.js")).await.0, 404);
+    // The OpenAPI document names the UI's route.
+    let doc: Value = serde_json::from_str(&get(&format!("{base}/agents/helper/openapi.json")).await.1).unwrap();
+    assert!(doc["paths"].as_object().unwrap().keys().any(|p| p.contains("/ui/")), "{doc}");
+    harness.stop().await;
+
+    // A host that merges the routes nests the UI beside them.
+    let harness = Harness::new(c.clone()).unwrap();
+    harness.start().await.unwrap();
+    let hosted = serve(
+        Router::new().merge(harness_router(&harness)).nest_service("/agents/helper/ui", tiny_harness::ui::router()),
+    )
+    .await;
+    assert_eq!(get(&format!("{hosted}/agents/helper/ui/")).await.0, 200);
+    harness.stop().await;
+
+    let harness = Harness::builder(c).route_options(RouteOptions { ui: false, ..Default::default() }).build().unwrap();
+    harness.start().await.unwrap();
+    let off = serve(Router::new().nest("/agents/helper", harness.router())).await;
+    assert_eq!(get(&format!("{off}/agents/helper/ui/")).await.0, 404);
+    harness.stop().await;
+}

@@ -35,7 +35,7 @@ pub struct RouteOptions {
     pub monitor: bool,
     /// The push receiver route `POST /a2a/push/{task_id}` (S15).
     pub push_route: bool,
-    /// `/ui` from `server.ui_dir` (S20).
+    /// The web UI at `/ui` (S20): the embedded one (issue 30), or `server.ui_dir`'s files.
     pub ui: bool,
 }
 
@@ -89,6 +89,10 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
         routes = routes.route(MONITOR_PATH, axum::routing::get(monitor).with_state(inner.clone()));
     }
     let ui_dir = config.server.ui_dir.clone().filter(|_| options.ui);
+    if options.ui && ui_dir.is_none() && mount == Mount::AtPrefix {
+        // The embedded web UI (issue 30), unless `ui_dir` serves other files.
+        routes = routes.nest_service(UI_PATH, crate::ui::router());
+    }
     if let Some(dir) = &ui_dir {
         if mount == Mount::AtRoot {
             tracing::warn!(dir = %dir.display(), "`server.ui_dir` is set but a host-mounted router does not serve /ui");

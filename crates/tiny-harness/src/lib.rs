@@ -14,6 +14,7 @@ mod peer;
 mod reconcile;
 pub mod supervise;
 pub mod temporal_dev;
+pub mod ui;
 mod worker;
 
 pub use config::{Config, ConfigError, GrpcCompression, TemporalMode};

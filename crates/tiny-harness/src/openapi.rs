@@ -23,8 +23,8 @@ pub(crate) fn document(harness: &Harness, mount: Mount) -> String {
     if inner.options.monitor {
         routes.push(("GET", MONITOR_PATH.into(), "Monitor snapshot"));
     }
-    if mount == Mount::AtPrefix && inner.options.ui && inner.config.server.ui_dir.is_some() {
-        routes.push(("GET", format!("{UI_PATH}/{{file}}"), "Web renderer"));
+    if mount == Mount::AtPrefix && inner.options.ui {
+        routes.push(("GET", format!("{UI_PATH}/{{file}}"), "Web UI"));
     }
     let mut items: BTreeMap<String, PathItem> = BTreeMap::new();
     for (verb, path, operation) in routes {
