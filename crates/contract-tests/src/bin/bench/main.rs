@@ -14,7 +14,8 @@
 //!
 //! - an OpenAI-compatible endpoint (the test suite's mock, in this process): the time from
 //!   its first byte to the first artifact chunk at an SSE client, beside its own time to
-//!   first byte (issue 17).
+//!   first byte (issue 17); and from its first byte of an `emit_ui` call to the surface's
+//!   A2UI artifact at an SSE client, beside that (issue 30).
 //!
 //! - tool calling (issue 29): the harness's time in a tool round (the embeddable harness in
 //!   this process, a host tool, the mock endpoint), beside the tool's own time and the
@@ -328,6 +329,15 @@ async fn main() -> anyhow::Result<()> {
             ms(percentile(&mut model.added, 0.5)),
             ms(percentile(&mut model.added, 0.95)),
             ms(percentile(&mut model.endpoint, 0.5)),
+        );
+        let chunk = ms(percentile(&mut model.added, 0.5));
+        let surface = ms(percentile(&mut model.surface, 0.5));
+        println!(
+            "| A2UI: endpoint's first byte of an `emit_ui` call to the surface's artifact at the SSE client (p50 / p95), beside the first-chunk row (p50) | {:.1} / {:.1} ms, beside {:.1} ms | {:.2}x the first chunk | |",
+            surface,
+            ms(percentile(&mut model.surface, 0.95)),
+            chunk,
+            surface / chunk.max(0.001),
         );
     }
     if let Some(mut r) = rounds {

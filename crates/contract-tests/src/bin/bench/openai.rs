@@ -2,6 +2,9 @@
 //! the first artifact chunk at an SSE client, beside the endpoint's own time to first byte.
 //! The endpoint is the test suite's mock (`contract_tests::openai_mock`), in this process,
 //! so both instants come from one clock.
+//!
+//! Issue 30: on the same harness, the time from the endpoint's first byte of a response that
+//! asks for `emit_ui` to the surface's A2UI artifact at an SSE client.
 
 use crate::harness::{message, start_harness};
 use contract_tests::openai_mock::MockOpenAi;
@@ -15,14 +18,35 @@ pub(crate) struct FirstChunk {
     pub added: Vec<Duration>,
     /// The endpoint's own time to first byte, per sample.
     pub endpoint: Vec<Duration>,
+    /// Endpoint's first byte of an `emit_ui` call to its A2UI artifact at the client.
+    pub surface: Vec<Duration>,
+}
+
+/// A surface with a button, as a model shows it.
+fn surface_call() -> String {
+    let args = json!({"messages": [
+        {"createSurface": {"surfaceId": "s1", "catalogId": "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"}},
+        {"updateComponents": {"surfaceId": "s1", "components": [
+            {"id": "root", "component": "Column", "children": ["title", "go"]},
+            {"id": "title", "component": "Text", "text": "Ready?"},
+            {"id": "go", "component": "Button", "child": "label", "action": {"event": {"name": "go", "context": {}}}},
+            {"id": "label", "component": "Text", "text": "Go"}
+        ]}}
+    ]});
+    format!("@call emit_ui {args}")
 }
 
 /// When the first artifact chunk of a streamed message reached the client.
 async fn first_chunk_at(http: &reqwest::Client, base: &str) -> Instant {
+    artifact_at(http, base, "hello model", "\"artifactUpdate\"").await
+}
+
+/// When the first event containing `mark` of a streamed message's stream reached the client.
+async fn artifact_at(http: &reqwest::Client, base: &str, text: &str, mark: &str) -> Instant {
     let r = http
         .post(format!("{base}/a2a/rest/message:stream"))
         .header("A2A-Version", "1.0")
-        .json(&json!({"message": message("hello model", None)}))
+        .json(&json!({"message": message(text, None)}))
         .send()
         .await
         .expect("stream");
@@ -31,7 +55,7 @@ async fn first_chunk_at(http: &reqwest::Client, base: &str) -> Instant {
     let mut at = None;
     while let Some(chunk) = bytes.next().await {
         buf.extend_from_slice(&chunk.expect("chunk"));
-        if at.is_none() && String::from_utf8_lossy(&buf).contains("\"artifactUpdate\"") {
+        if at.is_none() && String::from_utf8_lossy(&buf).contains(mark) {
             at = Some(Instant::now());
         }
     }
@@ -66,11 +90,21 @@ pub(crate) async fn first_chunk(
     for _ in 0..samples + 3 {
         clients.push(first_chunk_at(&http, &base).await);
     }
+    let endpoint = mock.first_bytes();
+    // Each surface turn asks the endpoint twice: for the call, then after its result. The
+    // endpoint answers a call whole, at once: its first byte is when it got the request.
+    let mut surface = Vec::new();
+    for i in 0..samples + 3 {
+        let asked = mock.seen().len();
+        let at = artifact_at(&http, &base, &surface_call(), "\"artifactId\":\"a2ui:").await;
+        if i >= 3 {
+            surface.push(at.saturating_duration_since(mock.seen()[asked].at));
+        }
+    }
     let _ = harness.kill();
     let _ = harness.wait();
-    let endpoint = mock.first_bytes();
     let pairs = clients.iter().zip(endpoint.iter()).skip(3);
     let added = pairs.clone().map(|(client, (_, first))| client.saturating_duration_since(*first)).collect();
     let endpoint = pairs.map(|(_, (asked, first))| first.saturating_duration_since(*asked)).collect();
-    Ok(FirstChunk { added, endpoint })
+    Ok(FirstChunk { added, endpoint, surface })
 }
