@@ -427,9 +427,22 @@ async fn a_question_survives_a_sigkill_and_the_answer_resumes_the_turn() {
     h.restart().await;
     let mut answer = user_text("Paris");
     answer["taskId"] = json!(id);
-    let answered = h.client().send(answer, json!({})).await;
-    let status = &answered["result"]["task"]["status"];
-    assert_eq!(texts(&status["message"]), "Tools said: the user answered: Paris", "{answered}");
+    // Answered at once, then read until the turn ends: a blocking send would return at the
+    // first final status after its receipt, which is the question again when the kill came
+    // before the workflow task that asked it was committed (it is asked again after the
+    // restart, and the answer, already waiting, is taken).
+    let accepted = h.client().send(answer, json!({"returnImmediately": true})).await;
+    assert!(accepted["result"]["task"].is_object(), "{accepted}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = h.client().rpc("GetTask", json!({"id": id})).await;
+        let said = texts(&got["result"]["status"]["message"]);
+        if said == "Tools said: the user answered: Paris" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the answer did not resume the turn: {got}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let seen = mock.seen();
     assert_eq!(seen.len(), 2, "one call before the kill, one after the answer");
     let messages = seen[1].body["messages"].as_array().unwrap();

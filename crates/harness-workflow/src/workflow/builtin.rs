@@ -8,7 +8,7 @@ use super::TaskWorkflow;
 use super::emit::set_status_full;
 use crate::a2ui::{self, EMIT_UI};
 use crate::{ASK_PARTICIPANT, AWAITING_PARTICIPANT, DELEGATE, InboxItem, SubTaskResult, ToolCall, ToolResult};
-use a2a_types::{Artifact, Message, Part, StreamResponse, TaskArtifactUpdateEvent, TaskState};
+use a2a_types::{Artifact, Message, Part, TaskState};
 use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
 /// What cut a running turn.
@@ -103,25 +103,14 @@ async fn emit_ui(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> Workfl
         })
         .collect();
     let summary = shown.join(", ");
-    let event = ctx.state_mut(|s| {
-        let artifact = Artifact {
-            artifact_id: format!("a2ui:{}", emission.surfaces.emitted),
-            name: a2ui::ARTIFACT_NAME.into(),
-            parts: emission.messages.into_iter().map(|m| Part::data(m, a2ui::MEDIA_TYPE)).collect(),
-            ..Default::default()
-        };
-        s.ui = emission.surfaces;
-        s.add_artifact(artifact.clone());
-        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-            task_id: s.head.id.clone(),
-            context_id: s.head.context_id.clone(),
-            artifact,
-            append: false,
-            last_chunk: true,
-            metadata: None,
-        })
-    });
-    super::emit::emit(ctx, event, None).await?;
+    let artifact = Artifact {
+        artifact_id: format!("a2ui:{}", emission.surfaces.emitted),
+        name: a2ui::ARTIFACT_NAME.into(),
+        parts: emission.messages.into_iter().map(|m| Part::data(m, a2ui::MEDIA_TYPE)).collect(),
+        ..Default::default()
+    };
+    ctx.state_mut(|s| s.ui = emission.surfaces);
+    super::emit::emit_artifact(ctx, artifact).await?;
     Ok(outcome(call, format!("shown to the user: {summary}"), false, summary))
 }
 

@@ -13,7 +13,7 @@ use crate::{
     AWAITING_NEXT_MESSAGE, AWAITING_SUBTASKS, CancelRequest, InboxItem, Observation, RemoteCancel, RemoteLook,
     RemoteSend, RemoteStarted, SUMMARY_CHARS, StandIn, SubTask, SubTaskResult, TaskInput,
 };
-use a2a_types::{Artifact, Message, Role, StreamResponse, Struct, TaskArtifactUpdateEvent, TaskState};
+use a2a_types::{Artifact, Message, Role, StreamResponse, Struct, TaskState};
 use std::time::Duration;
 use temporalio_common::RetryPolicy;
 use temporalio_sdk::{
@@ -363,18 +363,7 @@ async fn mirror(ctx: &WorkflowContext<TaskWorkflow>, now: Observation) -> Workfl
     let before = ctx.state(|s| s.seen());
     let changed: Vec<Artifact> = now.artifacts.iter().filter(|a| !before.artifacts.contains(a)).cloned().collect();
     for artifact in changed {
-        let event = ctx.state_mut(|s| {
-            s.add_artifact(artifact.clone());
-            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                task_id: s.head.id.clone(),
-                context_id: s.head.context_id.clone(),
-                artifact,
-                append: false,
-                last_chunk: true,
-                metadata: None,
-            })
-        });
-        emit(ctx, event, None).await?;
+        super::emit::emit_artifact(ctx, artifact).await?;
     }
     let status_changed = now.state != before.state
         || now.message.as_ref().map(|m| &m.parts) != before.message.as_ref().map(|m| &m.parts);

@@ -144,6 +144,26 @@ pub(super) async fn emit(
     Ok(())
 }
 
+/// Adds `artifact` to the task's artifacts and emits it whole (not appended, its last chunk):
+/// an A2UI emission, a sub-task's artifact mirrored by its stand-in.
+pub(super) async fn emit_artifact(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    artifact: a2a_types::Artifact,
+) -> WorkflowResult<()> {
+    let event = ctx.state_mut(|s| {
+        s.add_artifact(artifact.clone());
+        StreamResponse::ArtifactUpdate(a2a_types::TaskArtifactUpdateEvent {
+            task_id: s.head.id.clone(),
+            context_id: s.head.context_id.clone(),
+            artifact,
+            append: false,
+            last_chunk: true,
+            metadata: None,
+        })
+    });
+    emit(ctx, event, None).await
+}
+
 /// What the history gains per `emit_event` beyond its result, the markers and task events around them (an estimate, on the large side).
 pub(super) const EMIT_BYTES: u64 = 600;
 
