@@ -119,7 +119,7 @@ async fn a_turn_runs_the_models_tool_calls_and_the_model_reads_every_outcome_in_
     assert_eq!(said[2], "the tool `fail` failed: no such station");
     assert!(said[3].contains("the arguments of `weather` do not match its input schema") && said[3].contains("/city"));
     assert!(
-        said[4].starts_with("there is no tool `nosuch` (the tools are: fail, leak, sleepy, weather)"),
+        said[4].starts_with("there is no tool `nosuch` (the tools are: emit_ui, fail, leak, sleepy, weather)"),
         "{}",
         said[4]
     );
@@ -148,7 +148,8 @@ async fn a_turn_runs_the_models_tool_calls_and_the_model_reads_every_outcome_in_
     // The model's second request: the calls, then each result in order; no secret anywhere.
     let seen = mock.seen();
     assert_eq!(seen.len(), 2, "one round of tools, then the answer");
-    assert!(seen[0].body["tools"].as_array().is_some_and(|t| t.len() == 4), "{}", seen[0].body["tools"]);
+    // The four host tools and the built-in `emit_ui` (on by default, issue 30).
+    assert!(seen[0].body["tools"].as_array().is_some_and(|t| t.len() == 5), "{}", seen[0].body["tools"]);
     let messages = seen[1].body["messages"].as_array().unwrap();
     let tail: Vec<&str> = messages.iter().rev().take(7).rev().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(tail, ["assistant", "tool", "tool", "tool", "tool", "tool", "tool"]);
