@@ -482,6 +482,7 @@ impl Harness {
             pusher,
             resolver: self.inner.resolver.clone(),
             owners: Default::default(),
+            closed: Default::default(),
             health,
             commands: self.inner.commands.clone(),
             policy: self.inner.policy.clone(),

@@ -6,7 +6,8 @@
 //!   `temporal.request_timeout_secs` (TEMPORAL-RUST.md item 4), with typed refusals.
 //! - [`send`]: SendMessage and SendStreamingMessage once a message is admitted.
 //! - [`stream`]: the event log as a stream (D1, S10).
-//! - [`tasks`]: GetTask, CancelTask, SubscribeToTask and the monitor's reads (S13, S20).
+//! - [`tasks`]: GetTask, CancelTask, SubscribeToTask and the monitor's reads (S13, S20);
+//!   [`closed`]: GetTask's answers for ended tasks, kept until their log changes.
 //! - [`access`]: who is calling and what they may do (S13, S17, S19, D4).
 //! - [`push`]: push-notification configs, sealed at rest (S14).
 //! - [`listing`]: ListTasks and its page tokens.
@@ -16,6 +17,7 @@
 mod access;
 mod admission;
 mod brief;
+mod closed;
 mod controls;
 mod envelope;
 mod listing;
@@ -97,6 +99,8 @@ pub struct HarnessHandler {
     pub(crate) commands: harness_agent::commands::CommandRegistry,
     /// The host's policy points (S9), when it gave a policy.
     pub(crate) policy: Option<Arc<dyn Policy>>,
+    /// GetTask's whole answers for ended tasks, until their log changes (issue 31).
+    pub(crate) closed: closed::ClosedTasks,
 }
 
 pub(crate) fn store_error(e: harness_store::StoreError) -> A2AError {

@@ -21,7 +21,16 @@ impl HarnessHandler {
         }
         let caller = self.caller(ctx, &[]).await?;
         self.check_access(&caller, &req.id, Access::Read).await?;
-        Ok(self.current_task(&req.id, req.history_length).await?.with_history_length(req.history_length))
+        // An ended task's whole answer is kept until its log changes (issue 31).
+        if let Some(task) = self.closed.get(&req.id) {
+            return Ok(Task::clone(&task).with_history_length(req.history_length));
+        }
+        let changes = self.store.notifier().subscribe(&req.id);
+        let task = self.current_task(&req.id, req.history_length).await?;
+        if req.history_length.is_none() && task.status.state.is_terminal() {
+            self.closed.put(&req.id, &task, changes);
+        }
+        Ok(task.with_history_length(req.history_length))
     }
 
     /// CancelTask (S7): signal, then wait for the terminal event.
