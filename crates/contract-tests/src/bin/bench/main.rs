@@ -8,6 +8,8 @@
 //! - the harness (release binary, echo model): time to first and to final event of a
 //!   streaming message on a new task, blocking SendMessage p50/p95, messages/s with 16
 //!   concurrent tasks, and its peak RSS;
+//! - reads: GetTask of an ended task beside the agent card, requests/s of 16 loops and the
+//!   harness's CPU per request (issue 31);
 //! - one conversation of `--long N` (10,000) messages, one after the other: p50 latency and
 //!   messages/s of its first 100 messages against its last 100, and the harness's RSS before
 //!   and after it (issue 15).
@@ -39,6 +41,7 @@ mod harness;
 mod instances;
 mod long;
 mod openai;
+mod reads;
 mod tools;
 
 use floor::*;
@@ -184,6 +187,10 @@ async fn main() -> anyhow::Result<()> {
     let rate = |n: u64| n as f64 / measured;
     let (raw, raw_uws, raw_turn, harness_rate) = (rate(raw_n), rate(uws_n), rate(turn_n), rate(harness_n));
     let rss = peak_rss_kib(harness.id());
+    eprintln!(
+        "bench: reads, 16 concurrent loops, {seconds} s each of the agent card / GetTask of an ended task, in 2 s turns"
+    );
+    let reads = reads::measure(&http, &base, seconds, harness.id()).await;
 
     // Issue 13: what parked tasks cost the harness, idle and after a restart (the
     // reconciler's pass over them included), and with the monitor reading the store.
@@ -291,6 +298,14 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("| harness messages/s, 16 tasks | {harness_rate:.0} /s | {:.2}x raw | >= 0.8x |", harness_rate / raw);
     println!("| harness peak RSS | {:.1} MiB | | |", rss as f64 / 1024.0);
+    println!(
+        "| reads/s, 16 loops: the agent card / GetTask of an ended task (JSON-RPC), and the harness's CPU per read | {:.0} / {:.0} /s, {:.3} / {:.3} ms | {:.2}x the card | >= 0.6x |",
+        reads.card,
+        reads.get_task,
+        reads.cpu.0,
+        reads.cpu.1,
+        reads.get_task / reads.card.max(1.0),
+    );
     println!(
         "| harness RSS with {} parked tasks: idle / after a SIGKILL and restart | {:.1} / {:.1} MiB | | |",
         opened.len(),
