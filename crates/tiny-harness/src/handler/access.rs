@@ -101,15 +101,19 @@ impl HarnessHandler {
     }
 
     /// S19: does this agent's queue run the task? The store's row says so for every task
-    /// whose log has begun; otherwise the workflow is described (cached per id).
+    /// whose log has begun; otherwise the workflow is described. The answer is kept per id.
     pub(crate) async fn owned(&self, task_id: &str) -> Result<bool, A2AError> {
-        if let Some(queue) = self.store.task_queue_of(task_id).await.map_err(store_error)? {
-            return Ok(queue == self.task_queue());
-        }
+        // A task's queue never changes once known: each id is asked once (issue 31).
         if let Some(owned) = self.owners.lock().expect("owners").get(task_id) {
             return Ok(*owned);
         }
-        let Some(queue) = self.temporal.queue_of(task_id).await? else { return Ok(false) };
+        let queue = match self.store.task_queue_of(task_id).await.map_err(store_error)? {
+            Some(queue) => queue,
+            None => match self.temporal.queue_of(task_id).await? {
+                Some(queue) => queue,
+                None => return Ok(false),
+            },
+        };
         let owned = queue == self.task_queue();
         let mut owners = self.owners.lock().expect("owners");
         if owners.len() >= 10_000 {

@@ -89,8 +89,8 @@ pub struct HarnessHandler {
     /// Push delivery and the key that seals configs; `None`: push notifications are off.
     pub(crate) pusher: Option<Arc<Pusher>>,
     pub(crate) resolver: Option<Arc<dyn ParticipantResolver>>,
-    /// S19: whether a task id runs on this agent's queue, from describing its workflow
-    /// (cached per id) when the store does not know the task.
+    /// S19: whether a task id runs on this agent's queue, from the store's row or else from
+    /// describing its workflow, kept per id (a task's queue never changes; at most 10,000).
     pub(crate) owners: std::sync::Mutex<std::collections::HashMap<String, bool>>,
     /// Whether Temporal answers (issue 13): while it does not, sends and cancels fail fast
     /// and reads come from the store.

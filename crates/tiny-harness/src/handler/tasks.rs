@@ -25,9 +25,12 @@ impl HarnessHandler {
         if let Some(task) = self.closed.get(&req.id) {
             return Ok(Task::clone(&task).with_history_length(req.history_length));
         }
-        let changes = self.store.notifier().subscribe(&req.id);
+        // Only a whole answer is kept; the watch is taken before the read.
+        let changes = req.history_length.is_none().then(|| self.store.notifier().subscribe(&req.id));
         let task = self.current_task(&req.id, req.history_length).await?;
-        if req.history_length.is_none() && task.status.state.is_terminal() {
+        if let Some(changes) = changes
+            && task.status.state.is_terminal()
+        {
             self.closed.put(&req.id, &task, changes);
         }
         Ok(task.with_history_length(req.history_length))
