@@ -43,11 +43,11 @@ pub const MAX_COMPONENTS: usize = 1000;
 /// The surfaces a task has open, what it has emitted, and what its client renders.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Surfaces {
-    /// Open surfaces by id.
+    /// Open surfaces by id, each with the ids of its components.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub open: BTreeMap<String, Surface>,
+    pub open: BTreeMap<String, BTreeSet<String>>,
     /// Emissions so far: the next artifact is `a2ui:<emitted + 1>`.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::types::is_zero")]
     pub emitted: u32,
     /// The catalogs the newest client that said so renders with (`a2uiClientCapabilities`
     /// in a message's metadata); `None`: no client said.
@@ -55,22 +55,12 @@ pub struct Surfaces {
     pub client_catalogs: Option<Vec<String>>,
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-/// One open surface: its catalog and the ids of its components.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Surface {
-    pub catalog_id: String,
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub components: BTreeSet<String>,
-}
-
-/// An accepted emission: the messages as they are sent, and the registry after them.
+/// An accepted emission: the messages as they are sent, each as `<kind> <surface id>` for
+/// the model's result, and the registry after them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Emission {
     pub messages: Vec<Value>,
+    pub shown: Vec<String>,
     pub surfaces: Surfaces,
 }
 
@@ -114,39 +104,35 @@ impl Surfaces {
             return Err(format!("`{EMIT_UI}`: `messages` is empty"));
         }
         let mut after = self.clone();
-        let mut out = Vec::with_capacity(messages.len());
+        let (mut out, mut shown) = (Vec::with_capacity(messages.len()), Vec::with_capacity(messages.len()));
         for (i, message) in messages.iter().enumerate() {
-            let message = after.apply(message).map_err(|why| format!("messages[{i}]{why}"))?;
+            let (message, what) = after.apply(message).map_err(|why| format!("messages[{i}]{why}"))?;
             out.push(message);
+            shown.push(what);
         }
         after.emitted += 1;
-        Ok(Emission { messages: out, surfaces: after })
+        Ok(Emission { messages: out, shown, surfaces: after })
     }
 
-    /// Checks one message and applies it; the error follows `messages[i]`.
-    fn apply(&mut self, message: &Value) -> Result<Value, String> {
+    /// Checks one message and applies it: the message as sent and `<kind> <surface id>`; the
+    /// error follows `messages[i]`.
+    fn apply(&mut self, message: &Value) -> Result<(Value, String), String> {
         let Some(object) = message.as_object() else {
             return Err(": an A2UI message must be a JSON object".into());
         };
         let mut message = object.clone();
-        match message.get("version") {
-            None => {
-                message.insert("version".into(), json!(VERSION));
-            }
-            Some(Value::String(v)) if VERSIONS.contains(&v.as_str()) => {
-                message.insert("version".into(), json!(VERSION));
-            }
-            Some(other) => {
-                return Err(format!(
-                    ".version: {other} is not an A2UI version this server speaks ({})",
-                    VERSIONS.join(", ")
-                ));
-            }
+        if let Some(other) = message.get("version").filter(|v| !v.as_str().is_some_and(|v| VERSIONS.contains(&v))) {
+            return Err(format!(
+                ".version: {other} is not an A2UI version this server speaks ({})",
+                VERSIONS.join(", ")
+            ));
         }
-        let kinds: Vec<&str> = KINDS.iter().copied().filter(|k| message.contains_key(*k)).collect();
-        let [kind] = kinds[..] else {
+        message.insert("version".into(), json!(VERSION));
+        let present: Vec<usize> = (0..KINDS.len()).filter(|&at| message.contains_key(KINDS[at])).collect();
+        let [at] = present[..] else {
             return Err(format!(": an A2UI message has exactly one of {}", KINDS.join(", ")));
         };
+        let kind = KINDS[at];
         let schemas = schemas();
         if kind == "updateComponents"
             && let Some(components) = message.get(kind).and_then(|u| u.get("components")).and_then(Value::as_array)
@@ -156,12 +142,8 @@ impl Surfaces {
             }
         }
         let message = Value::Object(message);
-        let validator = &schemas.messages[KINDS.iter().position(|k| *k == kind).unwrap_or(0)];
-        if let Some(e) = validator.iter_errors(&message).next() {
-            return Err(located(
-                &e,
-                &format!("server_to_client.json#/$defs/{}", DEFS[KINDS.iter().position(|k| *k == kind).unwrap_or(0)]),
-            ));
+        if let Some(e) = schemas.messages[at].iter_errors(&message).next() {
+            return Err(located(&e, &format!("server_to_client.json#/$defs/{}", DEFS[at])));
         }
         let body = &message[kind];
         let surface_id = body["surfaceId"].as_str().unwrap_or_default().to_string();
@@ -189,10 +171,10 @@ impl Surfaces {
                 if self.open.len() >= MAX_SURFACES {
                     return Err(format!(".createSurface: {MAX_SURFACES} surfaces are open already; delete one first"));
                 }
-                self.open.insert(surface_id, Surface { catalog_id: catalog.to_string(), components: BTreeSet::new() });
+                self.open.insert(surface_id.clone(), BTreeSet::new());
             }
             _ => {
-                let Some(surface) = self.open.get_mut(&surface_id) else {
+                let Some(components) = self.open.get_mut(&surface_id) else {
                     return Err(format!(
                         ".{kind}.surfaceId: there is no open surface `{surface_id}` (create it first)"
                     ));
@@ -200,9 +182,9 @@ impl Surfaces {
                 match kind {
                     "updateComponents" => {
                         for c in body["components"].as_array().into_iter().flatten() {
-                            surface.components.insert(c["id"].as_str().unwrap_or_default().to_string());
+                            components.insert(c["id"].as_str().unwrap_or_default().to_string());
                         }
-                        if surface.components.len() > MAX_COMPONENTS {
+                        if components.len() > MAX_COMPONENTS {
                             return Err(format!(
                                 ".updateComponents: surface `{surface_id}` would have more than {MAX_COMPONENTS} components"
                             ));
@@ -215,7 +197,8 @@ impl Surfaces {
                 }
             }
         }
-        Ok(message)
+        let shown = format!("{kind} {surface_id}");
+        Ok((message, shown))
     }
 
     /// Checks the A2UI parts of a user message (an action or a renderer's error): each must be
@@ -250,7 +233,7 @@ impl Surfaces {
                 return Err(unknown(format!("this task has no open A2UI surface `{surface_id}`")));
             };
             if let Some(component) = component
-                && !surface.components.contains(component)
+                && !surface.contains(component)
             {
                 return Err(unknown(format!("A2UI surface `{surface_id}` has no component `{component}`")));
             }
@@ -451,7 +434,7 @@ mod tests {
     #[test]
     fn an_emission_opens_surfaces_and_names_what_is_wrong() {
         let open = Surfaces::default().check_emission(&button_surface()).unwrap().surfaces;
-        assert_eq!(open.open["s1"].components, ["go", "label", "root"].map(String::from).into());
+        assert_eq!(open.open["s1"], ["go", "label", "root"].map(String::from).into());
         // A component's own schema is named, with where in the component the error is.
         let bad = json!({"messages": [{"updateComponents": {"surfaceId": "s1", "components": [
             {"id": "go", "component": "Button", "child": "label"}]}}]});

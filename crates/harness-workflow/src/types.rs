@@ -331,7 +331,7 @@ pub struct ModelTurn {
     pub exchanges: Vec<ToolRound>,
 }
 
-fn is_zero(n: &u32) -> bool {
+pub(crate) fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 

@@ -94,15 +94,7 @@ async fn emit_ui(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> Workfl
         Ok(emission) => emission,
         Err(why) => return Ok(outcome(call, why, true, String::new())),
     };
-    let shown: Vec<String> = emission
-        .messages
-        .iter()
-        .filter_map(|m| {
-            let (kind, body) = m.as_object()?.iter().find(|(k, _)| *k != "version")?;
-            Some(format!("{kind} {}", body["surfaceId"].as_str().unwrap_or_default()))
-        })
-        .collect();
-    let summary = shown.join(", ");
+    let summary = emission.shown.join(", ");
     let artifact = Artifact {
         artifact_id: format!("a2ui:{}", emission.surfaces.emitted),
         name: a2ui::ARTIFACT_NAME.into(),
