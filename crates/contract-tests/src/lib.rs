@@ -14,6 +14,23 @@ pub mod openai_mock;
 pub mod webhook;
 pub use client::{A2AClient, Answer, SseEvents, kind, message_from, rpc_as, state, task_id, user_text};
 
+/// The A2UI surface the tests and the bench show (issue 30): surface `s1` in the basic
+/// catalog, a title "Ready?" and a button `go` labelled "Go" whose action is `go` with
+/// context `{"n": 1}`; the messages say `v0.9`, which the server writes `v0.9.1`.
+pub fn button_surface() -> serde_json::Value {
+    json!([
+        {"version": "v0.9", "createSurface": {"surfaceId": "s1",
+            "catalogId": "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"}},
+        {"version": "v0.9", "updateComponents": {"surfaceId": "s1", "components": [
+            {"id": "root", "component": "Column", "children": ["title", "go"]},
+            {"id": "title", "component": "Text", "text": "Ready?"},
+            {"id": "go", "component": "Button", "child": "label",
+             "action": {"event": {"name": "go", "context": {"n": 1}}}},
+            {"id": "label", "component": "Text", "text": "Go"}
+        ]}}
+    ])
+}
+
 /// Environment variable naming an already running dev server (`host:port`).
 pub const SHARED_TEMPORAL_ENV: &str = "TINY_HARNESS_TEST_TEMPORAL";
 

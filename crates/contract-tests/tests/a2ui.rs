@@ -14,16 +14,7 @@ const BASIC: &str = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.
 
 /// A surface `s1` with a button `go` (its action `go`, context `{"n": 1}`).
 fn surface() -> Value {
-    json!({"messages": [
-        {"version": "v0.9", "createSurface": {"surfaceId": "s1", "catalogId": BASIC}},
-        {"version": "v0.9", "updateComponents": {"surfaceId": "s1", "components": [
-            {"id": "root", "component": "Column", "children": ["title", "go"]},
-            {"id": "title", "component": "Text", "text": "Ready?"},
-            {"id": "go", "component": "Button", "child": "label",
-             "action": {"event": {"name": "go", "context": {"n": 1}}}},
-            {"id": "label", "component": "Text", "text": "Go"}
-        ]}}
-    ]})
+    json!({"messages": contract_tests::button_surface()})
 }
 
 async fn harness(mock: &MockOpenAi) -> HarnessProcess {

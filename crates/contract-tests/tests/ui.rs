@@ -11,23 +11,12 @@ use contract_tests::{HarnessOptions, HarnessProcess};
 use std::path::PathBuf;
 use std::process::Command;
 
-const BASIC: &str = "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json";
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn script() -> String {
-    let ui = serde_json::json!([
-        {"createSurface": {"surfaceId": "s1", "catalogId": BASIC}},
-        {"updateComponents": {"surfaceId": "s1", "components": [
-            {"id": "root", "component": "Column", "children": ["title", "go"]},
-            {"id": "title", "component": "Text", "text": "Ready?"},
-            {"id": "go", "component": "Button", "child": "label",
-             "action": {"event": {"name": "go", "context": {"n": 1}}}},
-            {"id": "label", "component": "Text", "text": "Go"}
-        ]}}
-    ]);
+    let ui = contract_tests::button_surface();
     format!(
         r#"[[reply]]
 when = "[A2UI action] go"

@@ -24,16 +24,7 @@ pub(crate) struct FirstChunk {
 
 /// A surface with a button, as a model shows it.
 fn surface_call() -> String {
-    let args = json!({"messages": [
-        {"createSurface": {"surfaceId": "s1", "catalogId": "https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json"}},
-        {"updateComponents": {"surfaceId": "s1", "components": [
-            {"id": "root", "component": "Column", "children": ["title", "go"]},
-            {"id": "title", "component": "Text", "text": "Ready?"},
-            {"id": "go", "component": "Button", "child": "label", "action": {"event": {"name": "go", "context": {}}}},
-            {"id": "label", "component": "Text", "text": "Go"}
-        ]}}
-    ]});
-    format!("@call emit_ui {args}")
+    format!("@call emit_ui {}", json!({"messages": contract_tests::button_surface()}))
 }
 
 /// When the first artifact chunk of a streamed message reached the client.
