@@ -29,6 +29,18 @@ fn json(body: Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
+/// A success response around a result already written as JSON.
+fn written(id: &Value, result: &[u8]) -> Response {
+    let id = serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec());
+    let mut body = Vec::with_capacity(result.len() + id.len() + 32);
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    body.extend_from_slice(&id);
+    body.extend_from_slice(br#","result":"#);
+    body.extend_from_slice(result);
+    body.push(b'}');
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
 /// Anything but POST at the JSON-RPC URL: a JSON-RPC error saying how to call it (405).
 pub(crate) async fn not_posted(method: axum::http::Method) -> Response {
     let err = A2AError::new(
@@ -92,7 +104,7 @@ async fn dispatch(
     };
     let ctx = admit(state, headers, query, op)?;
     match (op.call)(state.handler()?, ctx, req.params).await? {
-        Reply::Value(v) => Ok(json(success(&req.id, v))),
+        Reply::Json(result) => Ok(written(&req.id, &result)),
         Reply::Empty => Ok(json(success(&req.id, Value::Null))),
         Reply::Stream(events) => sse::respond(events, RpcFraming { id: req.id }).await,
     }

@@ -62,6 +62,21 @@ impl From<StreamResponse> for StreamItem {
     }
 }
 
+/// GetTask's answer: a task, or a task's JSON the handler keeps already written (issue 31:
+/// an ended task's answer is served as the same bytes until it changes). The bytes must be
+/// a `Task` as serde writes it; the transport sends them as they are.
+#[derive(Clone, Debug)]
+pub enum TaskAnswer {
+    Task(Box<Task>),
+    Json(axum::body::Bytes),
+}
+
+impl From<Task> for TaskAnswer {
+    fn from(task: Task) -> Self {
+        Self::Task(Box::new(task))
+    }
+}
+
 /// What the transport knows about a call.
 #[derive(Clone, Debug, Default)]
 pub struct CallContext {
@@ -81,7 +96,7 @@ pub trait RequestHandler: Send + Sync + 'static {
     async fn send_message(&self, ctx: &CallContext, req: SendMessageRequest) -> Result<SendMessageResponse, A2AError>;
     async fn send_streaming_message(&self, ctx: &CallContext, req: SendMessageRequest)
     -> Result<EventStream, A2AError>;
-    async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError>;
+    async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<TaskAnswer, A2AError>;
     async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError>;
     async fn subscribe_to_task(&self, ctx: &CallContext, req: SubscribeToTaskRequest) -> Result<EventStream, A2AError>;
     async fn list_tasks(&self, _ctx: &CallContext, _req: ListTasksRequest) -> Result<ListTasksResponse, A2AError> {

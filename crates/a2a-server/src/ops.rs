@@ -4,8 +4,9 @@
 //! the API document all read this table: adding an operation is one entry here plus its
 //! method on [`RequestHandler`].
 
-use crate::{CallContext, EventStream, RequestHandler, parse_params};
+use crate::{CallContext, EventStream, RequestHandler, TaskAnswer, parse_params};
 use a2a_types::{A2AError, AgentCard};
+use axum::body::Bytes;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
@@ -51,9 +52,11 @@ pub(crate) enum Input {
     Path,
 }
 
-/// What a call answers: a value, nothing (JSON-RPC `null`, REST `{}`), or a stream.
+/// What a call answers: a value written as JSON, nothing (JSON-RPC `null`, REST `{}`), or a
+/// stream. A value is written once, straight from its type: the JSON-RPC envelope is put
+/// around those bytes and the REST body is those bytes.
 pub(crate) enum Reply {
-    Value(Value),
+    Json(Bytes),
     Empty,
     Stream(EventStream),
 }
@@ -104,7 +107,15 @@ const SEGMENT: &percent_encoding::AsciiSet =
     &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 fn value<T: serde::Serialize>(v: T) -> Result<Reply, A2AError> {
-    serde_json::to_value(v).map(Reply::Value).map_err(|e| A2AError::internal(e.to_string()))
+    serde_json::to_vec(&v).map(|json| Reply::Json(json.into())).map_err(|e| A2AError::internal(e.to_string()))
+}
+
+/// GetTask's answer: a task to write, or one the handler keeps written (issue 31).
+fn task(answer: TaskAnswer) -> Result<Reply, A2AError> {
+    match answer {
+        TaskAnswer::Task(task) => value(task),
+        TaskAnswer::Json(json) => Ok(Reply::Json(json)),
+    }
 }
 
 /// An entry's call: parse the params into the method's request type, call, wrap the answer.
@@ -119,6 +130,9 @@ macro_rules! call {
                 Ok(Reply::Empty)
             })
         }
+    };
+    ($method:ident => task) => {
+        |h, ctx, params| Box::pin(async move { task(h.$method(&ctx, parse_params(params)?).await?) })
     };
     ($method:ident => stream) => {
         |h, ctx, params| Box::pin(async move { Ok(Reply::Stream(h.$method(&ctx, parse_params(params)?).await?)) })
@@ -148,7 +162,7 @@ pub static OPERATIONS: &[Operation] = &[
         capability: Capability::Always,
         rest: &[("GET", "/tasks/{id}")],
         input: Input::Query { ints: &["historyLength", "history_length"], bools: &[] },
-        call: call!(get_task => value),
+        call: call!(get_task => task),
     },
     Operation {
         method: "ListTasks",

@@ -212,7 +212,7 @@ pub(crate) async fn handle(
             object.extend(fields);
         }
         match (op.call)(s.handler()?, ctx, params).await? {
-            Reply::Value(v) => Ok(ok(v)),
+            Reply::Json(body) => Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response()),
             Reply::Empty => Ok(ok(Map::new())),
             Reply::Stream(events) => sse::respond(events, RestFraming).await,
         }

@@ -442,3 +442,56 @@ async fn the_json_rpc_url_takes_a_trailing_slash_and_no_request_gets_an_empty_er
     assert_eq!((status, body["error"]["status"].as_str()), (404, Some("NOT_FOUND")), "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("GET /no/such/page"), "{body}");
 }
+
+/// S13, issue 31: GetTask of an ended task is answered from the bytes kept for it, and the
+/// answer is the task as the store says it on both bindings, whoever asks and however often:
+/// the JSON-RPC envelope names the caller's id, `historyLength` trims the kept answer.
+#[tokio::test]
+async fn an_ended_tasks_kept_answer_is_the_same_task_on_both_bindings_and_history_length_trims_it() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let c = h.client();
+    let first = c.send(user_text("one"), json!({})).await;
+    let id = first["result"]["task"]["id"].as_str().expect("task id").to_string();
+    let mut second = user_text("two");
+    second["taskId"] = json!(id);
+    c.send(second, json!({})).await;
+    let canceled = c.rpc("CancelTask", json!({"id": id})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+
+    let get = |rpc_id: Value, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": rpc_id, "method": "GetTask", "params": params}).to_string();
+        let c = c.clone();
+        async move { c.rpc_raw(body).await }
+    };
+    // The first read fills what is kept; the next ones are served from it.
+    let reads = [get(json!("first"), json!({"id": id})).await, get(json!(7), json!({"id": id})).await];
+    let again = get(json!("third"), json!({"id": id})).await;
+    for (answer, rpc_id) in reads.iter().chain([&again]).zip([json!("first"), json!(7), json!("third")]) {
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.content_type, "application/json");
+        assert_eq!(answer.body["jsonrpc"], "2.0", "{:?}", answer.body);
+        assert_eq!(answer.body["id"], rpc_id, "each answer names its own request");
+    }
+    let task = &reads[0].body["result"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{task}");
+    let texts: Vec<&str> =
+        task["history"].as_array().unwrap().iter().map(|m| m["parts"][0]["text"].as_str().unwrap_or("")).collect();
+    assert_eq!(texts.len(), 4, "two messages and their two replies: {task}");
+    assert_eq!((texts[0], texts[2]), ("one", "two"));
+    assert_eq!(&reads[1].body["result"], task, "a kept answer is the task as first read");
+    assert_eq!(&again.body["result"], task);
+
+    let rest = c.rest(Method::GET, &format!("/tasks/{id}"), None).await;
+    assert_eq!(rest.status, 200);
+    assert_eq!(rest.content_type, "application/json");
+    assert_eq!(&rest.body, task, "the HTTP+JSON binding serves the same task");
+
+    // historyLength on a kept answer: the newest messages only, on both bindings.
+    let trimmed = get(json!(8), json!({"id": id, "historyLength": 1})).await.body;
+    assert_eq!(trimmed["result"]["history"], json!([task["history"][3]]), "{trimmed}");
+    assert_eq!(trimmed["result"]["status"], task["status"]);
+    let rest_trimmed = c.rest(Method::GET, &format!("/tasks/{id}?historyLength=2"), None).await.body;
+    assert_eq!(rest_trimmed["history"], json!([task["history"][2], task["history"][3]]), "{rest_trimmed}");
+    // And the whole answer is still whole afterwards.
+    assert_eq!(get(json!(9), json!({"id": id})).await.body["result"], *task);
+}

@@ -6,23 +6,23 @@
 //! terminal event that Temporal did not commit is cut back: docs/event-log.md). Bounded by
 //! count and by the answers' size, the oldest entry leaving first.
 
-use a2a_types::Task;
+use axum::body::Bytes;
 use harness_store::Wake;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use tokio::sync::watch;
 
 /// At most this many ended tasks are kept.
 const MAX_ENTRIES: usize = 1024;
-/// At most this many bytes of answers (their JSON size) are kept.
+/// At most this many bytes of answers are kept.
 const MAX_BYTES: usize = 32 * 1024 * 1024;
 /// An answer larger than this is not kept (a very long ended conversation).
 const MAX_ENTRY_BYTES: usize = 1024 * 1024;
 
 struct Entry {
-    task: Arc<Task>,
+    /// The answer as GetTask writes it: the whole task's JSON.
+    json: Bytes,
     changes: watch::Receiver<Wake>,
-    bytes: usize,
 }
 
 #[derive(Default)]
@@ -40,19 +40,19 @@ pub(crate) struct ClosedTasks {
 
 impl ClosedTasks {
     /// The kept answer for `task_id`, when its log has not changed since it was read.
-    pub(crate) fn get(&self, task_id: &str) -> Option<Arc<Task>> {
+    pub(crate) fn get(&self, task_id: &str) -> Option<Bytes> {
         let mut inner = self.inner.lock().expect("closed tasks");
         let fresh = inner.entries.get(task_id).map(|e| matches!(e.changes.has_changed(), Ok(false)))?;
         if fresh {
-            return inner.entries.get(task_id).map(|e| e.task.clone());
+            return inner.entries.get(task_id).map(|e| e.json.clone());
         }
         inner.remove(task_id);
         None
     }
 
-    /// Keeps the whole answer of an ended task, read after `changes` was taken.
-    pub(crate) fn put(&self, task_id: &str, task: &Task, changes: watch::Receiver<Wake>) {
-        let bytes = serde_json::to_vec(task).map_or(usize::MAX, |b| b.len());
+    /// Keeps the whole answer of an ended task (its JSON), read after `changes` was taken.
+    pub(crate) fn put(&self, task_id: &str, json: Bytes, changes: watch::Receiver<Wake>) {
+        let bytes = json.len();
         if bytes > MAX_ENTRY_BYTES || !matches!(changes.has_changed(), Ok(false)) {
             return;
         }
@@ -65,14 +65,14 @@ impl ClosedTasks {
         }
         inner.bytes += bytes;
         inner.order.push_back(task_id.to_string());
-        inner.entries.insert(task_id.to_string(), Entry { task: Arc::new(task.clone()), changes, bytes });
+        inner.entries.insert(task_id.to_string(), Entry { json, changes });
     }
 }
 
 impl Inner {
     fn remove(&mut self, task_id: &str) {
         if let Some(e) = self.entries.remove(task_id) {
-            self.bytes -= e.bytes;
+            self.bytes -= e.json.len();
             self.order.retain(|id| id != task_id);
         }
     }
@@ -83,31 +83,35 @@ mod tests {
     use super::*;
     use harness_store::Notifier;
 
-    fn task(id: &str, text: &str) -> Task {
-        Task { id: id.into(), history: vec![a2a_types::Message::agent_text("m", text)], ..Default::default() }
+    fn task(id: &str, text: &str) -> Bytes {
+        serde_json::to_vec(&serde_json::json!({"id": id, "text": text})).unwrap().into()
+    }
+
+    fn text(json: Bytes) -> String {
+        serde_json::from_slice::<serde_json::Value>(&json).unwrap()["text"].as_str().unwrap().to_string()
     }
 
     #[test]
     fn an_answer_is_kept_until_the_log_changes_and_the_oldest_leaves_first() {
         let notifier = Notifier::default();
         let closed = ClosedTasks::default();
-        closed.put("t1", &task("t1", "done"), notifier.subscribe("t1"));
-        assert_eq!(closed.get("t1").unwrap().history[0].text(), "done");
+        closed.put("t1", task("t1", "done"), notifier.subscribe("t1"));
+        assert_eq!(text(closed.get("t1").unwrap()), "done");
         // An append (or a cut) after the read: the answer is dropped, read again.
         notifier.notify("t1", 7);
         assert!(closed.get("t1").is_none());
-        closed.put("t1", &task("t1", "again"), notifier.subscribe("t1"));
+        closed.put("t1", task("t1", "again"), notifier.subscribe("t1"));
         notifier.rewound("t1", 3);
         assert!(closed.get("t1").is_none());
         // A change between the subscription and the put: not kept.
         let changes = notifier.subscribe("t2");
         notifier.notify("t2", 9);
-        closed.put("t2", &task("t2", "stale"), changes);
+        closed.put("t2", task("t2", "stale"), changes);
         assert!(closed.get("t2").is_none());
         // Bounded by count: the oldest leaves first.
         for i in 0..MAX_ENTRIES + 1 {
             let id = format!("n{i}");
-            closed.put(&id, &task(&id, "x"), notifier.subscribe(&id));
+            closed.put(&id, task(&id, "x"), notifier.subscribe(&id));
         }
         assert!(closed.get("n0").is_none());
         assert!(closed.get(&format!("n{MAX_ENTRIES}")).is_some());

@@ -37,7 +37,7 @@ pub use envelope::ENVELOPE_SCHEMA;
 pub use stream::StopAt;
 pub(crate) use temporal::TaskClient;
 
-use a2a_server::{CallContext, EventStream, RequestHandler};
+use a2a_server::{CallContext, EventStream, RequestHandler, TaskAnswer};
 use a2a_types::{
     A2AError, AgentCard, CancelTaskRequest, ErrorKind, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
@@ -154,7 +154,7 @@ impl RequestHandler for HarnessHandler {
     ) -> Result<EventStream, A2AError> {
         self.send_streaming(ctx, req).await
     }
-    async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {
+    async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<TaskAnswer, A2AError> {
         self.get(ctx, req).await
     }
     async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> Result<Task, A2AError> {

@@ -4,26 +4,29 @@
 use super::access::Access;
 use super::stream::StopAt;
 use super::{HarnessHandler, store_error};
-use a2a_server::{CallContext, EventStream, StreamItem};
+use a2a_server::{CallContext, EventStream, StreamItem, TaskAnswer};
 use a2a_types::{
     A2AError, CancelTaskRequest, ErrorKind, GetTaskRequest, SubscribeToTaskRequest, Task, TaskState, validate,
 };
+use axum::body::Bytes;
 use futures::StreamExt;
 use harness_store::TaskRow;
 use harness_workflow::terminal_refusal;
 
 impl HarnessHandler {
     /// GetTask (S13).
-    pub(super) async fn get(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<Task, A2AError> {
+    pub(super) async fn get(&self, ctx: &CallContext, req: GetTaskRequest) -> Result<TaskAnswer, A2AError> {
         validate::task_id(&req.id, "id")?;
         if let Some(h) = req.history_length {
             validate::history_length(h, "historyLength")?;
         }
         let caller = self.caller(ctx, &[]).await?;
         self.check_access(&caller, &req.id, Access::Read).await?;
-        // An ended task's whole answer is kept until its log changes (issue 31).
-        if let Some(task) = self.closed.get(&req.id) {
-            return Ok(Task::clone(&task).with_history_length(req.history_length));
+        // An ended task's whole answer is kept, written, until its log changes (issue 31).
+        if let Some(json) = self.closed.get(&req.id) {
+            let Some(length) = req.history_length else { return Ok(TaskAnswer::Json(json)) };
+            let task: Task = serde_json::from_slice(&json).map_err(|e| A2AError::internal(e.to_string()))?;
+            return Ok(task.with_history_length(Some(length)).into());
         }
         // Only a whole answer is kept; the watch is taken before the read.
         let changes = req.history_length.is_none().then(|| self.store.notifier().subscribe(&req.id));
@@ -31,9 +34,11 @@ impl HarnessHandler {
         if let Some(changes) = changes
             && task.status.state.is_terminal()
         {
-            self.closed.put(&req.id, &task, changes);
+            let json = Bytes::from(serde_json::to_vec(&task).map_err(|e| A2AError::internal(e.to_string()))?);
+            self.closed.put(&req.id, json.clone(), changes);
+            return Ok(TaskAnswer::Json(json));
         }
-        Ok(task.with_history_length(req.history_length))
+        Ok(task.with_history_length(req.history_length).into())
     }
 
     /// CancelTask (S7): signal, then wait for the terminal event.
