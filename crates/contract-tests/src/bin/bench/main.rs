@@ -7,7 +7,8 @@
 //!   (the harness turn's shape without its I/O);
 //! - the harness (release binary, echo model): time to first and to final event of a
 //!   streaming message on a new task, blocking SendMessage p50/p95, messages/s with 16
-//!   concurrent tasks, and its peak RSS;
+//!   concurrent tasks, its RSS idle after one conversation of three messages (issue 31) and
+//!   its peak RSS;
 //! - reads: GetTask of an ended task beside the agent card, requests/s of 16 loops and the
 //!   harness's CPU per request (issue 31);
 //! - one conversation of `--long N` (10,000) messages, one after the other: p50 latency and
@@ -17,7 +18,8 @@
 //! - an OpenAI-compatible endpoint (the test suite's mock, in this process): the time from
 //!   its first byte to the first artifact chunk at an SSE client, beside its own time to
 //!   first byte (issue 17); and from its first byte of an `emit_ui` call to the surface's
-//!   A2UI artifact at an SSE client, beside that (issue 30).
+//!   A2UI artifact at an SSE client, beside that (issue 30); and each turn's first event,
+//!   beside a floor sample taken before it (issue 31).
 //!
 //! - tool calling (issue 29): the harness's time in a tool round (the embeddable harness in
 //!   this process, a host tool, the mock endpoint), beside the tool's own time and the
@@ -106,6 +108,15 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let data_dir = dir.path().join("harness");
     let mut harness = start_harness(&http, &bin, &config, &data_dir, &base).await?;
+
+    // Issue 31: what the harness holds idle after one conversation of three messages.
+    let first = rpc(&http, &base, "SendMessage", json!({"message": message("hello", None)})).await;
+    let task = first["result"]["task"]["id"].as_str().expect("task id").to_string();
+    for text in ["again", "and again"] {
+        rpc(&http, &base, "SendMessage", json!({"message": message(text, Some(&task))})).await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rss_idle = rss_kib(harness.id());
 
     eprintln!("bench: latency, {samples} rounds of floor / streaming / blocking, taken in turns");
     let (mut floor, mut firsts, mut finals, mut blocking) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -237,7 +248,7 @@ async fn main() -> anyhow::Result<()> {
     let model_samples = arg("--openai", samples);
     let mut model = if model_samples > 0 {
         eprintln!("bench: {model_samples} streamed turns on an OpenAI-compatible endpoint");
-        Some(openai::first_chunk(dir.path(), &bin, &server.address, model_samples).await?)
+        Some(openai::first_chunk(dir.path(), &bin, &server.address, &client, model_samples).await?)
     } else {
         None
     };
@@ -297,6 +308,10 @@ async fn main() -> anyhow::Result<()> {
         raw_turn / raw
     );
     println!("| harness messages/s, 16 tasks | {harness_rate:.0} /s | {:.2}x raw | >= 0.8x |", harness_rate / raw);
+    println!(
+        "| harness RSS idle after one conversation of three messages | {:.1} MiB | | <= 30 MiB |",
+        rss_idle as f64 / 1024.0
+    );
     println!("| harness peak RSS | {:.1} MiB | | |", rss as f64 / 1024.0);
     println!(
         "| reads/s, 16 loops: the agent card / GetTask of an ended task (JSON-RPC), and the harness's CPU per read | {:.0} / {:.0} /s, {:.3} / {:.3} ms | {:.2}x the card | >= 0.6x |",
@@ -344,6 +359,11 @@ async fn main() -> anyhow::Result<()> {
             ms(percentile(&mut model.added, 0.5)),
             ms(percentile(&mut model.added, 0.95)),
             ms(percentile(&mut model.endpoint, 0.5)),
+        );
+        let (first, floor) = (ms(percentile(&mut model.first_event, 0.5)), ms(percentile(&mut model.floor, 0.5)));
+        println!(
+            "| openai model: streaming, new task: first event (p50), beside a floor sample taken before each | {first:.1} ms, beside {floor:.1} ms | {:.2}x floor | <= 1.1x |",
+            first / floor.max(0.001),
         );
         let chunk = ms(percentile(&mut model.added, 0.5));
         let surface = ms(percentile(&mut model.surface, 0.5));
