@@ -63,13 +63,29 @@ pub(crate) async fn stream_times(http: &reqwest::Client, base: &str) -> (Duratio
 
 /// CPU seconds (user + system) a process has used so far.
 pub(crate) fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_cpu(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default()).1
+}
+
+/// CPU seconds each thread of a process has used so far, summed by thread name (issue 31's
+/// per-thread profile). A thread that ended is no longer counted.
+pub(crate) fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, f64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    for thread in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let (name, secs) = stat_cpu(&std::fs::read_to_string(thread.path().join("stat")).unwrap_or_default());
+        *by_name.entry(name).or_default() += secs;
+    }
+    by_name
+}
+
+/// The command name and CPU seconds (user + system) of a `stat` file of proc(5).
+fn stat_cpu(stat: &str) -> (String, f64) {
+    let Some((head, rest)) = stat.rsplit_once(')') else { return (String::new(), 0.0) };
+    let name = head.split_once('(').map_or("", |(_, n)| n).to_string();
     // Fields after the parenthesised command name, from the state on (proc(5) fields 3..):
     // utime and stime are fields 14 and 15, the 12th and 13th here.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
+    (name, (ticks(11) + ticks(12)) / 100.0)
 }
 
 /// Starts `tiny-harness serve` and waits until it serves its card.

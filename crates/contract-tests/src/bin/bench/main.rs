@@ -116,7 +116,7 @@ async fn main() -> anyhow::Result<()> {
         rpc(&http, &base, "SendMessage", json!({"message": message(text, Some(&task))})).await;
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let rss_idle = rss_kib(harness.id());
+    let (rss_idle, anon_idle) = (rss_kib(harness.id()), status_kib(harness.id(), "RssAnon:"));
 
     eprintln!("bench: latency, {samples} rounds of floor / streaming / blocking, taken in turns");
     let (mut floor, mut firsts, mut finals, mut blocking) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -167,6 +167,8 @@ async fn main() -> anyhow::Result<()> {
     let turns = seconds.div_ceil(2).max(1);
     let (mut raw_n, mut uws_n, mut turn_n, mut harness_n) = (0u64, 0u64, 0u64, 0u64);
     let mut cpu = (0.0, 0.0, 0.0);
+    // The harness's CPU in those slices by thread name (issue 31).
+    let mut threads = std::collections::BTreeMap::<String, f64>::new();
     // The same for the turn-shaped phase: the server and the bench's client and worker (the
     // Temporal side of a turn without the harness's HTTP and store).
     let mut turn_cpu = (0.0, 0.0, 0.0);
@@ -183,9 +185,12 @@ async fn main() -> anyhow::Result<()> {
         let before = cpu_now(harness.id());
         let w = raw_slice(&client, &turn_ids, slice, Raw::Turn).await;
         add_since(&mut turn_cpu, before, cpu_now(harness.id()));
-        let before = cpu_now(harness.id());
+        let (before, threads_before) = (cpu_now(harness.id()), thread_cpu(harness.id()));
         let h = harness_slice(&http, &base, &tasks, slice).await;
         add_since(&mut cpu, before, cpu_now(harness.id()));
+        for (name, secs) in thread_cpu(harness.id()) {
+            *threads.entry(name.clone()).or_default() += secs - threads_before.get(&name).copied().unwrap_or(0.0);
+        }
         // Each turn's counts: a rate that falls as the conversations grow shows here.
         eprintln!("bench: turn {}: raw {r}, update-with-start {u}, turn-shaped {w}, harness {h} in 2 s", t + 1);
         (raw_n, uws_n, turn_n, harness_n) = (raw_n + r, uws_n + u, turn_n + w, harness_n + h);
@@ -226,15 +231,15 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_secs(3)).await;
         let before = cpu_secs(pid);
         tokio::time::sleep(Duration::from_secs(5)).await;
-        ((cpu_secs(pid) - before) * 100.0 / 5.0, rss_kib(pid))
+        ((cpu_secs(pid) - before) * 100.0 / 5.0, rss_kib(pid), status_kib(pid, "RssAnon:"))
     };
-    let (cpu_parked, rss_parked) = idle(harness.id()).await;
+    let (cpu_parked, rss_parked, anon_parked) = idle(harness.id()).await;
     let _ = harness.kill();
     let _ = harness.wait();
     let mut harness = start_harness(&http, &bin, &config, &data_dir, &base).await?;
     // The reconciler asks each open task once after a start: let it finish first.
     tokio::time::sleep(Duration::from_secs(20)).await;
-    let (cpu_restarted, rss_restarted) = idle(harness.id()).await;
+    let (cpu_restarted, rss_restarted, anon_restarted) = idle(harness.id()).await;
     // Issue 15: one long conversation on the restarted harness.
     let long_messages = arg("--long", 10_000) as usize;
     let long = if long_messages > 1 {
@@ -309,8 +314,9 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("| harness messages/s, 16 tasks | {harness_rate:.0} /s | {:.2}x raw | >= 0.8x |", harness_rate / raw);
     println!(
-        "| harness RSS idle after one conversation of three messages | {:.1} MiB | | <= 30 MiB |",
-        rss_idle as f64 / 1024.0
+        "| harness RSS idle after one conversation of three messages (of which anonymous: the rest is the binary's pages) | {:.1} MiB ({:.1} MiB) | | <= 30 MiB |",
+        rss_idle as f64 / 1024.0,
+        anon_idle as f64 / 1024.0
     );
     println!("| harness peak RSS | {:.1} MiB | | |", rss as f64 / 1024.0);
     println!(
@@ -322,10 +328,13 @@ async fn main() -> anyhow::Result<()> {
         reads.get_task / reads.card.max(1.0),
     );
     println!(
-        "| harness RSS with {} parked tasks: idle / after a SIGKILL and restart | {:.1} / {:.1} MiB | | |",
+        "| harness RSS with {} parked tasks: idle / after a SIGKILL and restart (of which anonymous) | {:.1} / {:.1} MiB ({:.1} / {:.1} MiB) | {:.2}x | <= 1.10x |",
         opened.len(),
         rss_parked as f64 / 1024.0,
-        rss_restarted as f64 / 1024.0
+        rss_restarted as f64 / 1024.0,
+        anon_parked as f64 / 1024.0,
+        anon_restarted as f64 / 1024.0,
+        rss_restarted as f64 / rss_parked.max(1) as f64
     );
     println!(
         "| harness CPU idle with {} parked tasks: before / after the restart | {:.1} / {:.1} % of a core | | |",
@@ -432,5 +441,16 @@ async fn main() -> anyhow::Result<()> {
         busy(cpu),
         turns * 2 * cores,
     );
+    // Issue 31: where the harness's CPU per message goes, by thread.
+    println!();
+    println!("| harness thread (16-task phase) | CPU per message | share of the harness's |");
+    println!("|---|---|---|");
+    let mut by_cpu: Vec<(String, f64)> = threads.into_iter().filter(|(_, secs)| *secs > 0.0).collect();
+    by_cpu.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let counted: f64 = by_cpu.iter().map(|(_, secs)| secs).sum();
+    by_cpu.push(("(threads that ended within a slice)".into(), (cpu.0 - counted).max(0.0)));
+    for (name, secs) in by_cpu {
+        println!("| {name} | {:.2} ms | {:.0}% |", per(secs), secs * 100.0 / cpu.0.max(1e-9));
+    }
     Ok(())
 }
