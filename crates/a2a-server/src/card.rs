@@ -49,5 +49,5 @@ pub(crate) async fn serve(State(state): State<AppState>, headers: HeaderMap) -> 
     if fresh {
         return (StatusCode::NOT_MODIFIED, common).into_response();
     }
-    (common, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], card.body.clone()).into_response()
+    (common, crate::json_body(card.body.clone())).into_response()
 }

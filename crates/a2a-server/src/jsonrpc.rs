@@ -3,7 +3,7 @@
 
 use crate::ops::{self, Reply};
 use crate::sse::{self, Framing};
-use crate::{AppState, admit, body_json};
+use crate::{AppState, admit, body_json, json_body};
 use a2a_types::jsonrpc::{RpcRequest, failure, success};
 use a2a_types::{A2AError, ErrorKind, StreamResponse};
 use axum::body::Bytes;
@@ -17,20 +17,23 @@ struct RpcFraming {
 }
 
 impl Framing for RpcFraming {
-    fn event(&self, e: &StreamResponse) -> Value {
-        success(&self.id, serde_json::to_value(e).unwrap_or_default())
+    fn event(&self, e: &StreamResponse) -> String {
+        match serde_json::to_string(e) {
+            Ok(result) => String::from_utf8(envelope(&self.id, result.as_bytes())).unwrap_or_default(),
+            Err(err) => self.error(&A2AError::from_fault(err)),
+        }
     }
-    fn error(&self, e: &A2AError) -> Value {
-        failure(&self.id, e)
+    fn error(&self, e: &A2AError) -> String {
+        failure(&self.id, e).to_string()
     }
 }
 
 fn json(body: Value) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    json_body(body.to_string())
 }
 
-/// A success response around a result already written as JSON.
-fn written(id: &Value, result: &[u8]) -> Response {
+/// A success response's bytes around a result already written as JSON.
+fn envelope(id: &Value, result: &[u8]) -> Vec<u8> {
     let id = serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec());
     let mut body = Vec::with_capacity(result.len() + id.len() + 32);
     body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
@@ -38,7 +41,7 @@ fn written(id: &Value, result: &[u8]) -> Response {
     body.extend_from_slice(br#","result":"#);
     body.extend_from_slice(result);
     body.push(b'}');
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    body
 }
 
 /// Anything but POST at the JSON-RPC URL: a JSON-RPC error saying how to call it (405).
@@ -104,7 +107,7 @@ async fn dispatch(
     };
     let ctx = admit(state, headers, query, op)?;
     match (op.call)(state.handler()?, ctx, req.params).await? {
-        Reply::Json(result) => Ok(written(&req.id, &result)),
+        Reply::Json(result) => Ok(json_body(envelope(&req.id, &result))),
         Reply::Empty => Ok(json(success(&req.id, Value::Null))),
         Reply::Stream(events) => sse::respond(events, RpcFraming { id: req.id }).await,
     }

@@ -107,7 +107,7 @@ const SEGMENT: &percent_encoding::AsciiSet =
     &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 fn value<T: serde::Serialize>(v: T) -> Result<Reply, A2AError> {
-    serde_json::to_vec(&v).map(|json| Reply::Json(json.into())).map_err(|e| A2AError::internal(e.to_string()))
+    serde_json::to_vec(&v).map(|json| Reply::Json(json.into())).map_err(A2AError::from_fault)
 }
 
 /// GetTask's answer: a task to write, or one the handler keeps written (issue 31).

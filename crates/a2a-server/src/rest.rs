@@ -6,30 +6,30 @@
 
 use crate::ops::{Input, OPERATIONS, Operation, Reply};
 use crate::sse::{self, Framing};
-use crate::{AppState, admit};
+use crate::{AppState, admit, json_body};
 use a2a_types::{A2AError, ErrorKind, StreamResponse};
 use axum::body::Bytes;
 use axum::extract::{RawPathParams, RawQuery, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Map, Value};
 
 struct RestFraming;
 
 impl Framing for RestFraming {
-    fn event(&self, e: &StreamResponse) -> Value {
-        serde_json::to_value(e).unwrap_or_default()
+    fn event(&self, e: &StreamResponse) -> String {
+        serde_json::to_string(e).unwrap_or_else(|err| self.error(&A2AError::from_fault(err)))
     }
-    fn error(&self, e: &A2AError) -> Value {
-        e.to_rest()
+    fn error(&self, e: &A2AError) -> String {
+        e.to_rest().to_string()
     }
 }
 
 /// A JSON response with the REST content type.
 fn ok(v: impl serde::Serialize) -> Response {
     match serde_json::to_string(&v) {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => error(A2AError::internal(e.to_string())),
+        Ok(body) => json_body(body),
+        Err(e) => error(A2AError::from_fault(e)),
     }
 }
 
@@ -41,7 +41,9 @@ fn error(e: A2AError) -> Response {
     } else {
         StatusCode::from_u16(e.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     };
-    (status, [(header::CONTENT_TYPE, "application/json")], e.to_rest().to_string()).into_response()
+    let mut response = json_body(e.to_rest().to_string());
+    *response.status_mut() = status;
+    response
 }
 
 /// The request body as a JSON object (an empty body is `{}`).
@@ -212,7 +214,7 @@ pub(crate) async fn handle(
             object.extend(fields);
         }
         match (op.call)(s.handler()?, ctx, params).await? {
-            Reply::Json(body) => Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response()),
+            Reply::Json(body) => Ok(json_body(body)),
             Reply::Empty => Ok(ok(Map::new())),
             Reply::Stream(events) => sse::respond(events, RestFraming).await,
         }

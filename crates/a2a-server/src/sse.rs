@@ -8,12 +8,12 @@ use a2a_types::{A2AError, StreamResponse};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use serde_json::Value;
 
-/// How each event and error is wrapped for a binding.
+/// How each event and error is written for a binding: the `data:` line's JSON, written once
+/// straight from the event's type (no `serde_json::Value` in between).
 pub(crate) trait Framing: Send + Sync + 'static {
-    fn event(&self, e: &StreamResponse) -> Value;
-    fn error(&self, e: &A2AError) -> Value;
+    fn event(&self, e: &StreamResponse) -> String;
+    fn error(&self, e: &A2AError) -> String;
 }
 
 /// Waits for the first event, then answers with an SSE response. `Err` when the stream
@@ -33,7 +33,7 @@ pub(crate) async fn respond(mut stream: EventStream, framing: impl Framing) -> R
         }
         let event = match item {
             Ok(StreamItem::Event { id, event }) => {
-                let sse = Event::default().data(f.event(&event).to_string());
+                let sse = Event::default().data(f.event(&event));
                 match id {
                     Some(id) => sse.id(id),
                     None => sse,
@@ -42,7 +42,7 @@ pub(crate) async fn respond(mut stream: EventStream, framing: impl Framing) -> R
             Ok(StreamItem::Comment(text)) => Event::default().comment(text),
             Err(err) => {
                 *failed = true;
-                Event::default().event("error").data(f.error(&err).to_string())
+                Event::default().event("error").data(f.error(&err))
             }
         };
         futures::future::ready(Some(Ok::<_, std::convert::Infallible>(event)))

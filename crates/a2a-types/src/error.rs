@@ -139,6 +139,12 @@ impl A2AError {
         Self::new(ErrorKind::Internal, message)
     }
 
+    /// An internal error that says what failed in the server's own words (a value that would
+    /// not write or read back, a key that would not open): for `map_err(A2AError::from_fault)`.
+    pub fn from_fault(fault: impl std::fmt::Display) -> Self {
+        Self::internal(fault.to_string())
+    }
+
     /// Whether ErrorInfo is attached (A2A errors always; generic ones too, harmlessly).
     fn details(&self) -> Vec<Value> {
         let mut details = vec![json!({

@@ -151,7 +151,7 @@ impl HarnessHandler {
     /// authentication scheme, never returned ([`write_only`]).
     fn open_push_config(&self, row: PushRow) -> Result<TaskPushNotificationConfig, A2AError> {
         let pusher = self.pusher.as_ref().ok_or_else(|| A2AError::internal("push is off"))?;
-        let secret = pusher.key().open(&row.sealed).map_err(|e| A2AError::internal(e.to_string()))?;
+        let secret = pusher.key().open(&row.sealed).map_err(A2AError::from_fault)?;
         Ok(write_only(TaskPushNotificationConfig {
             id: row.config_id,
             task_id: row.task_id,

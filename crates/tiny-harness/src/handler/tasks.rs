@@ -25,7 +25,7 @@ impl HarnessHandler {
         // An ended task's whole answer is kept, written, until its log changes (issue 31).
         if let Some(json) = self.closed.get(&req.id) {
             let Some(length) = req.history_length else { return Ok(TaskAnswer::Json(json)) };
-            let task: Task = serde_json::from_slice(&json).map_err(|e| A2AError::internal(e.to_string()))?;
+            let task: Task = serde_json::from_slice(&json).map_err(A2AError::from_fault)?;
             return Ok(task.with_history_length(Some(length)).into());
         }
         // Only a whole answer is kept; the watch is taken before the read.
@@ -34,7 +34,7 @@ impl HarnessHandler {
         if let Some(changes) = changes
             && task.status.state.is_terminal()
         {
-            let json = Bytes::from(serde_json::to_vec(&task).map_err(|e| A2AError::internal(e.to_string()))?);
+            let json = Bytes::from(serde_json::to_vec(&task).map_err(A2AError::from_fault)?);
             self.closed.put(&req.id, json.clone(), changes);
             return Ok(TaskAnswer::Json(json));
         }

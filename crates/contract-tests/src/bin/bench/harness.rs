@@ -11,10 +11,21 @@ pub(crate) async fn harness_slice(http: &reqwest::Client, base: &str, tasks: &[S
     count_loops(tasks, slice, move |task| {
         let (http, base) = (http.clone(), base.clone());
         Box::pin(async move {
-            rpc(&http, &base, "SendMessage", json!({"message": message("again", Some(&task))})).await;
+            say(&http, &base, &task, "again").await;
         })
     })
     .await
+}
+
+/// Opens a conversation with a blocking message; answers its task id.
+pub(crate) async fn open_task(http: &reqwest::Client, base: &str, text: &str) -> String {
+    let opened = rpc(http, base, "SendMessage", json!({"message": message(text, None)})).await;
+    opened["result"]["task"]["id"].as_str().expect("task id").to_string()
+}
+
+/// A blocking message in a conversation already open.
+pub(crate) async fn say(http: &reqwest::Client, base: &str, task: &str, text: &str) -> serde_json::Value {
+    rpc(http, base, "SendMessage", json!({"message": message(text, Some(task))})).await
 }
 
 pub(crate) fn message(text: &str, task_id: Option<&str>) -> serde_json::Value {

@@ -4,7 +4,7 @@
 //! one instance and on two.
 
 use crate::floor::{count_loops, unique};
-use crate::harness::{cpu_secs, message, rpc, start_harness};
+use crate::harness::{cpu_secs, open_task, say, start_harness};
 use futures::StreamExt;
 use serde_json::json;
 use std::collections::HashMap;
@@ -78,7 +78,7 @@ async fn rate(http: &reqwest::Client, bases: &[String], tasks: &[String], slice:
         let (http, bases, turn) = (http.clone(), bases.clone(), turn.clone());
         Box::pin(async move {
             let i = turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            rpc(&http, &bases[i % bases.len()], "SendMessage", json!({"message": message("again", Some(&task))})).await;
+            say(&http, &bases[i % bases.len()], &task, "again").await;
         })
     })
     .await
@@ -102,15 +102,14 @@ pub(crate) async fn measure(
     let mut b = start_harness(&http, bin, &b_cfg, &dir.join("b"), &base(pb)).await?;
 
     // Lag: one conversation, run by A's worker, watched from A and from B.
-    let opened = rpc(&http, &base(pa), "SendMessage", json!({"message": message("lag", None)})).await;
-    let task = opened["result"]["task"]["id"].as_str().unwrap().to_string();
+    let task = open_task(&http, &base(pa), "lag").await;
     let (on_a, on_b) = (subscribe(&http, &base(pa), &task), subscribe(&http, &base(pb), &task));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (mut local, mut cross) = (Vec::new(), Vec::new());
     for i in 0..samples {
         let text = unique(&format!("lag{i}"));
         let sent = Instant::now();
-        rpc(&http, &base(pa), "SendMessage", json!({"message": message(&text, Some(&task))})).await;
+        say(&http, &base(pa), &task, &text).await;
         let want = format!("echo: {text}");
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -130,8 +129,7 @@ pub(crate) async fn measure(
     // Throughput: 16 conversations on A alone, then on A and a second worker instance C.
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let r = rpc(&http, &base(pa), "SendMessage", json!({"message": message("hello", None)})).await;
-        tasks.push(r["result"]["task"]["id"].as_str().unwrap().to_string());
+        tasks.push(open_task(&http, &base(pa), "hello").await);
     }
     let slice = Duration::from_secs(seconds);
     let cpu0 = cpu_secs(a.id());

@@ -1,8 +1,7 @@
 //! Issue 15: one conversation of many messages, one after the other; the first hundred
 //! against the last hundred (latency and rate), and the harness's RSS before and after.
 
-use crate::harness::{message, rpc, rss_kib};
-use serde_json::json;
+use crate::harness::{open_task, rss_kib, say};
 use std::time::{Duration, Instant};
 
 /// What the long conversation measured.
@@ -28,12 +27,11 @@ fn window_figures(took: &[Duration]) -> (Duration, f64) {
 /// the one before.
 pub(crate) async fn long_conversation(http: &reqwest::Client, base: &str, pid: u32, messages: usize) -> Long {
     let rss_before_kib = rss_kib(pid);
-    let opened = rpc(http, base, "SendMessage", json!({"message": message("long 0", None)})).await;
-    let task = opened["result"]["task"]["id"].as_str().expect("task id").to_string();
+    let task = open_task(http, base, "long 0").await;
     let mut took = Vec::with_capacity(messages);
     for i in 1..messages {
         let t = Instant::now();
-        rpc(http, base, "SendMessage", json!({"message": message(&format!("long {i}"), Some(&task))})).await;
+        say(http, base, &task, &format!("long {i}")).await;
         took.push(t.elapsed());
         if i % 1000 == 0 {
             eprintln!("bench: long conversation, {i} messages");

@@ -110,10 +110,9 @@ async fn main() -> anyhow::Result<()> {
     let mut harness = start_harness(&http, &bin, &config, &data_dir, &base).await?;
 
     // Issue 31: what the harness holds idle after one conversation of three messages.
-    let first = rpc(&http, &base, "SendMessage", json!({"message": message("hello", None)})).await;
-    let task = first["result"]["task"]["id"].as_str().expect("task id").to_string();
+    let task = open_task(&http, &base, "hello").await;
     for text in ["again", "and again"] {
-        rpc(&http, &base, "SendMessage", json!({"message": message(text, Some(&task))})).await;
+        say(&http, &base, &task, text).await;
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (rss_idle, anon_idle) = (rss_kib(harness.id()), status_kib(harness.id(), "RssAnon:"));
@@ -159,8 +158,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let first = rpc(&http, &base, "SendMessage", json!({"message": message("start", None)})).await;
-        tasks.push(first["result"]["task"]["id"].as_str().expect("task id").to_string());
+        tasks.push(open_task(&http, &base, "start").await);
     }
     let server_pid = server.pid().unwrap_or(0);
     let slice = Duration::from_secs(2);

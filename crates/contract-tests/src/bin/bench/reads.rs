@@ -4,7 +4,7 @@
 //! changes comes to it.
 
 use crate::floor::count_loops;
-use crate::harness::{message, rpc};
+use crate::harness::{open_task, rpc};
 use std::time::Duration;
 
 /// The figures of the phase.
@@ -17,8 +17,7 @@ pub(crate) struct Reads {
 
 pub(crate) async fn measure(http: &reqwest::Client, base: &str, seconds: u64, harness_pid: u32) -> Reads {
     // A conversation of one message and its reply, canceled: from then on it does not change.
-    let opened = rpc(http, base, "SendMessage", serde_json::json!({"message": message("read me", None)})).await;
-    let task = opened["result"]["task"]["id"].as_str().expect("task id").to_string();
+    let task = open_task(http, base, "read me").await;
     let task = task.as_str();
     rpc(http, base, "CancelTask", serde_json::json!({"id": task})).await;
     let loops: Vec<String> = (0..16).map(|i| i.to_string()).collect();
