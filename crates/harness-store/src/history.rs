@@ -156,36 +156,6 @@ impl Store {
         Ok(())
     }
 
-    /// [`Store::fill`] for one task, with the artifacts asked for: the newest rows by their
-    /// place, through the primary key and `task_artifacts_by_place`, so the cost is what is
-    /// read, not the task's length.
-    pub(crate) async fn fill_one(
-        &self,
-        task: &mut Task,
-        history_length: Option<i32>,
-        artifacts: Artifacts,
-    ) -> Result<(), StoreError> {
-        if history_length != Some(0) {
-            let last = history_length.map(|n| n.max(0) as usize);
-            task.history = self.history(&task.id, i64::MAX, last).await?;
-        }
-        let limit = match artifacts {
-            Artifacts::All => i64::MAX,
-            Artifacts::Newest(n) => n,
-        };
-        let rows = sqlx::query("SELECT body FROM task_artifacts WHERE task_id = $1 ORDER BY idx DESC LIMIT $2")
-            .bind(task.id.as_str())
-            .bind(limit)
-            .fetch_all(self.reads())
-            .await?;
-        task.artifacts = rows
-            .iter()
-            .rev()
-            .map(|r| Ok(serde_json::from_str(&r.try_get::<String, _>("body")?)?))
-            .collect::<Result<_, StoreError>>()?;
-        Ok(())
-    }
-
     /// `(task_id, body)` rows of a query over the tasks `ids` (then `extra`, when given).
     async fn bodies_by_task(
         &self,

@@ -64,6 +64,20 @@ fn status_md(text: &str) -> Result<Option<Struct>, StoreError> {
     if text.is_empty() { Ok(None) } else { Ok(Some(serde_json::from_str(text)?)) }
 }
 
+/// The items of a JSON array the database wrote without its brackets (`None`: no rows).
+fn items<T: serde::de::DeserializeOwned>(joined: Option<String>) -> Result<Vec<T>, StoreError> {
+    match joined {
+        None => Ok(Vec::new()),
+        Some(joined) => {
+            let mut array = String::with_capacity(joined.len() + 2);
+            array.push('[');
+            array.push_str(&joined);
+            array.push(']');
+            Ok(serde_json::from_str(&array)?)
+        }
+    }
+}
+
 impl Store {
     /// Events of a task with `seq > after`, in order, at most `limit`.
     pub async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<LoggedEvent>, StoreError> {
@@ -119,12 +133,29 @@ impl Store {
         history_length: Option<i32>,
         artifacts: Artifacts,
     ) -> Result<Option<TaskRow>, StoreError> {
-        let Some(r) = sqlx::query(
-            "SELECT snapshot, state, status, status_md, last_seq, task_queue FROM tasks WHERE task_id = $1",
-        )
-        .bind(task_id)
-        .fetch_optional(self.reads())
-        .await?
+        // One statement (issue 31): the row, with its newest history and artifacts written
+        // into it as JSON arrays' items by the database, each read through its primary key
+        // (and `task_artifacts_by_place`) from the newest, so the cost is what is read.
+        const ROW: &str = "SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \
+             (SELECT string_agg(h.message, ',' ORDER BY h.idx) FROM (SELECT idx, message FROM task_history \
+               WHERE task_id = $1 ORDER BY idx DESC LIMIT $2) h) AS history, \
+             (SELECT string_agg(a.body, ',' ORDER BY a.idx) FROM (SELECT idx, body FROM task_artifacts \
+               WHERE task_id = $1 ORDER BY idx DESC LIMIT $3) a) AS artifacts \
+             FROM tasks t WHERE t.task_id = $1";
+        let history_limit = match history_length {
+            None => i64::MAX,
+            Some(n) => i64::from(n.max(0)),
+        };
+        let artifacts_limit = match artifacts {
+            Artifacts::All => i64::MAX,
+            Artifacts::Newest(n) => n,
+        };
+        let Some(r) = sqlx::query(ROW)
+            .bind(task_id)
+            .bind(history_limit)
+            .bind(artifacts_limit)
+            .fetch_optional(self.reads())
+            .await?
         else {
             return Ok(None);
         };
@@ -142,7 +173,8 @@ impl Store {
             task.status = serde_json::from_str(&status)?;
         }
         task.status.state = state;
-        self.fill_one(&mut task, history_length, artifacts).await?;
+        task.history = items(r.try_get("history")?)?;
+        task.artifacts = items(r.try_get("artifacts")?)?;
         Ok(Some(TaskRow {
             task,
             state,
