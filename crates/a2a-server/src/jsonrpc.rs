@@ -73,9 +73,13 @@ pub(crate) async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let began = std::time::Instant::now();
     let value: Value = match body_json(&headers, &body) {
         Ok(v) => v,
-        Err(err) => return json(failure(&Value::Null, &err)),
+        Err(err) => {
+            crate::metrics::record("unknown", "jsonrpc", began, Some(&err));
+            return json(failure(&Value::Null, &err));
+        }
     };
     // A request object without an `id` member is a notification: JSON-RPC 2.0 runs it and
     // never replies, not even with an error (issue 34). An envelope that is not a request at
@@ -83,10 +87,15 @@ pub(crate) async fn handle(
     let notification = value.as_object().is_some_and(|o| !o.contains_key("id"));
     let req = match RpcRequest::from_value(value) {
         Ok(r) => r,
-        Err((id, err)) => return json(failure(&id, &err)),
+        Err((id, err)) => {
+            crate::metrics::record("unknown", "jsonrpc", began, Some(&err));
+            return json(failure(&id, &err));
+        }
     };
     let id = req.id.clone();
+    let operation = ops::by_method(&req.method).map_or("unknown", |op| op.method);
     let answer = dispatch(&state, &headers, query.as_deref(), req).await;
+    crate::metrics::record(operation, "jsonrpc", began, answer.as_ref().err());
     if notification {
         // A stream's events go nowhere; the call itself (a message's delivery) has run.
         drop(answer);

@@ -5,6 +5,7 @@
 //! Must never: know how a task runs. Everything behind the wire is a [`RequestHandler`].
 
 mod jsonrpc;
+pub mod metrics;
 mod ops;
 mod rest;
 mod sse;

@@ -203,6 +203,7 @@ pub(crate) async fn handle(
         Ok(found) => found,
         Err(response) => return *response,
     };
+    let began = std::time::Instant::now();
     let run = async {
         let ctx = admit(&s, &headers, q.as_deref(), op)?;
         let mut params = match op.input {
@@ -219,5 +220,7 @@ pub(crate) async fn handle(
             Reply::Stream(events) => sse::respond(events, RestFraming).await,
         }
     };
-    run.await.unwrap_or_else(error)
+    let answer = run.await;
+    crate::metrics::record(op.method, "rest", began, answer.as_ref().err());
+    answer.unwrap_or_else(error)
 }

@@ -64,6 +64,25 @@ pub struct MockOpenAi {
 }
 
 impl MockOpenAi {
+    /// An in-process harness's config whose model `gpt` is this endpoint (the `openai`
+    /// provider, keyless), on the test dev server under a task queue of its own, port 0.
+    pub fn harness_config(&self, dir: &std::path::Path, queue: &str) -> tiny_harness::Config {
+        let mut c = tiny_harness::Config::with_data_dir(dir);
+        c.temporal.mode = tiny_harness::TemporalMode::Remote;
+        c.temporal.address = crate::temporal_address().to_string();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        c.temporal.task_queue = format!("{queue}-{nanos:x}");
+        c.server.port = 0;
+        let table: toml::Table = toml::from_str(&format!(
+            "kind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\nkeyless = true\n",
+            self.base_url
+        ))
+        .expect("the model's table");
+        c.models.named.insert("gpt".into(), table);
+        c.agent.model = "gpt".into();
+        c
+    }
+
     /// Starts the endpoint on a free port of 127.0.0.1 (its base URL ends in `/v1`).
     pub async fn start() -> Self {
         let shared = Arc::new(Shared::default());

@@ -5,36 +5,21 @@
 
 use axum::Router;
 use contract_tests::openai_mock::MockOpenAi;
-use contract_tests::{A2AClient, kind, rpc_as, state, temporal_address, user_text};
+use contract_tests::{A2AClient, kind, rpc_as, state, user_text};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tiny_harness::{Config, Harness, HarnessBuilder, TemporalMode};
+use tiny_harness::{Config, Harness, HarnessBuilder};
 
 const SECRET: &str = "sk-tool-secret-4242-abcdef";
 const TOOL: &str = "io.github.madarauchiha-314.tiny-harness/tool";
 const STATUS: &str = "io.github.madarauchiha-314.tiny-harness/status";
 
 fn config(dir: &std::path::Path, mock: &MockOpenAi) -> Config {
-    let mut c = Config::with_data_dir(dir);
-    c.temporal.mode = TemporalMode::Remote;
-    c.temporal.address = temporal_address().to_string();
-    c.temporal.task_queue = format!("tools-{}", uuid());
-    c.server.port = 0;
-    let table: toml::Table = toml::from_str(&format!(
-        "kind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\nkeyless = true\n",
-        mock.base_url
-    ))
-    .unwrap();
-    c.models.named.insert("gpt".into(), table);
-    c.agent.model = "gpt".into();
+    let mut c = mock.harness_config(dir, "tools");
     c.redaction.values = vec![SECRET.into()];
     c
-}
-
-fn uuid() -> String {
-    format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
 }
 
 async fn serve(app: Router) -> String {

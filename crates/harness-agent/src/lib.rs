@@ -11,6 +11,7 @@
 pub mod activities;
 pub mod commands;
 pub mod mcp;
+pub mod metrics;
 pub mod models;
 pub mod redaction;
 pub mod tools;

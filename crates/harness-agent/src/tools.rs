@@ -234,6 +234,11 @@ impl ToolRegistry {
         self.builtins.is_empty() && self.tools.is_empty() && self.sources.iter().all(|s| s.specs().is_empty())
     }
 
+    /// Whether a tool of that name is known (a built-in, the harness's own, or a source's).
+    pub fn knows(&self, name: &str) -> bool {
+        self.specs().iter().any(|spec| spec.name == name)
+    }
+
     /// Whether the named tool may run again (unknown tools may not).
     pub fn idempotent(&self, name: &str) -> bool {
         match self.tools.get(name) {

@@ -14,7 +14,7 @@
 //! crash can come twice.
 
 use crate::hosts::{GuardedResolver, HostPolicy};
-use crate::{PushKey, PushSecret};
+use crate::{PUSH_DELIVERIES, PUSH_RETRIES, PushKey, PushSecret};
 use a2a_types::StreamResponse;
 use harness_store::{PUSH_LEASE, PendingPush, Store};
 use std::collections::{HashMap, HashSet};
@@ -247,24 +247,31 @@ impl Pusher {
         tx
     }
 
+    /// Posts a push, retrying with backoff; counts its outcome (issue 32).
     async fn post_with_retries(&self, job: &Job) {
         // A literal address never meets the resolver: checked here too (a config stored
         // before the policy, or under another one).
         let host = a2a_types::validate::push_url_host(&job.push.url).unwrap_or_default();
         if let Some(why) = self.policy.hosts.refuses_host(host) {
             tracing::warn!(url = ?job.push.url, why, "push: not posted: the host is refused");
+            metrics::counter!(PUSH_DELIVERIES, "outcome" => "refused_host").increment(1);
             return;
         }
         let mut backoff = self.policy.first_backoff;
         for attempt in 1..=self.policy.attempts.max(1) {
             match self.post(job).await {
-                Ok(()) => return,
+                Ok(()) => {
+                    metrics::counter!(PUSH_DELIVERIES, "outcome" => "delivered").increment(1);
+                    return;
+                }
                 Err(why) if attempt == self.policy.attempts.max(1) => {
                     // Debug-quoted: a URL never breaks a log line (issue 34).
                     tracing::warn!(url = ?job.push.url, attempts = attempt, %why, "push: delivery given up");
+                    metrics::counter!(PUSH_DELIVERIES, "outcome" => "given_up").increment(1);
                 }
                 Err(why) => {
                     tracing::debug!(url = ?job.push.url, attempt, %why, "push: delivery failed, retrying");
+                    metrics::counter!(PUSH_RETRIES).increment(1);
                     tokio::time::sleep(backoff).await;
                     backoff *= 2;
                 }

@@ -16,3 +16,9 @@ mod key;
 pub use deliver::{DeliveryPolicy, Pusher};
 pub use hosts::HostPolicy;
 pub use key::{KEY_ENV, KeyError, PushKey, PushSecret};
+
+/// Push posts by `outcome` (issue 32): `delivered`, `given_up` after the last attempt, or
+/// `refused_host` (the host policy refused the URL's host).
+pub const PUSH_DELIVERIES: &str = "harness_push_deliveries_total";
+/// Failed push posts that are tried again.
+pub const PUSH_RETRIES: &str = "harness_push_retries_total";

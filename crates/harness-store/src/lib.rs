@@ -38,6 +38,10 @@ pub use notifier::{Notifier, Wake};
 pub use push::{PUSH_LEASE, PendingPush, PushRow};
 pub use reads::{LoggedEvent, OpenTask, TaskHead, TaskRow};
 
+/// Seconds a write waited from its hand-over to its commit (issue 32): on SQLite, the group
+/// commit's queue and batch; on Postgres, a pooled connection and its transaction.
+pub const WRITE_SECONDS: &str = "harness_store_write_duration_seconds";
+
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, ConnectOptions, Executor};
 use std::str::FromStr;

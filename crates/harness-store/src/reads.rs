@@ -192,6 +192,22 @@ impl Store {
         row.map(|r| r.try_get("task_queue")).transpose().map_err(Into::into)
     }
 
+    /// How many tasks of a queue are open (their log has begun and not ended), by state:
+    /// what `GET /metrics` reports (issue 32), one grouped read of the queue's index.
+    pub async fn open_task_counts(&self, task_queue: &str) -> Result<Vec<(TaskState, i64)>, StoreError> {
+        static COUNTS: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "SELECT state, COUNT(*) AS n FROM tasks WHERE task_queue = $1 AND snapshot <> '' AND state NOT IN ({}) \
+                 GROUP BY state",
+                *TERMINAL_STATES
+            )
+        });
+        let rows = sqlx::query(&COUNTS).bind(task_queue).fetch_all(self.reads()).await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<String, _>("state")?.parse().unwrap_or_default(), r.try_get("n")?)))
+            .collect()
+    }
+
     /// The tasks of a queue whose log has not ended, newest status first (at most 1000), with
     /// their state, substate (the status extension's, from the stored head) and how many
     /// messages their senders sent (turns taken, for a parked task): what `/_monitor` shows

@@ -47,7 +47,16 @@ impl Writes {
         Ok(Self::Batched(tx))
     }
 
+    /// Runs a write and waits for its commit; the wait is the store's write latency
+    /// ([`crate::WRITE_SECONDS`], issue 32).
     pub(crate) async fn run<T: Send + 'static>(&self, write: WriteFn<T>) -> Result<T, StoreError> {
+        let began = std::time::Instant::now();
+        let written = self.run_once(write).await;
+        metrics::histogram!(crate::WRITE_SECONDS).record(began.elapsed().as_secs_f64());
+        written
+    }
+
+    async fn run_once<T: Send + 'static>(&self, write: WriteFn<T>) -> Result<T, StoreError> {
         match self {
             Self::Pool(pool) => {
                 let mut conn = pool.acquire().await?;

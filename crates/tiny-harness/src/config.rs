@@ -113,6 +113,9 @@ pub struct ServerSection {
     /// Serve the push receiver (S15). Off (a harness remote agents cannot call back), a
     /// stand-in follows its remote task by subscribing (S18).
     pub push_route: bool,
+    /// Serve `GET /metrics` in the Prometheus text format (issue 32). Off, nothing is
+    /// counted (no metrics recorder is installed).
+    pub metrics: bool,
 }
 
 impl Default for ServerSection {
@@ -134,6 +137,7 @@ impl Default for ServerSection {
             body_read_timeout_secs: 30,
             delegators: Vec::new(),
             push_route: true,
+            metrics: true,
             trusted_proxies: Vec::new(),
         }
     }

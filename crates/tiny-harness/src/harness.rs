@@ -247,6 +247,7 @@ impl HarnessBuilder {
                 // S18: the config can turn the push route off too.
                 options: RouteOptions {
                     push_route: self.options.push_route && config.server.push_route,
+                    metrics: self.options.metrics && config.server.metrics,
                     ..self.options
                 },
                 prefix,

@@ -37,11 +37,14 @@ pub struct RouteOptions {
     pub push_route: bool,
     /// The web UI at `/ui` (S20): the embedded one (issue 30), or `server.ui_dir`'s files.
     pub ui: bool,
+    /// `GET /metrics` in the Prometheus text format (issue 32). Off, the harness installs no
+    /// metrics recorder and counts nothing.
+    pub metrics: bool,
 }
 
 impl Default for RouteOptions {
     fn default() -> Self {
-        Self { limits: true, cors: true, monitor: true, push_route: true, ui: true }
+        Self { limits: true, cors: true, monitor: true, push_route: true, ui: true, metrics: true }
     }
 }
 
@@ -87,6 +90,11 @@ pub(crate) fn router(harness: &Harness, mount: Mount) -> Router {
     routes = routes.route(READY_PATH, axum::routing::get(ready).with_state(inner.clone()));
     if options.monitor {
         routes = routes.route(MONITOR_PATH, axum::routing::get(monitor).with_state(inner.clone()));
+    }
+    if options.metrics {
+        // Installed with the first router that serves it: a harness without the route counts nothing.
+        crate::metrics::install();
+        routes = routes.route(crate::metrics::METRICS_PATH, axum::routing::get(scrape).with_state(inner.clone()));
     }
     let ui_dir = config.server.ui_dir.clone().filter(|_| options.ui);
     if options.ui && ui_dir.is_none() && mount == Mount::AtPrefix {
@@ -461,6 +469,21 @@ async fn ready(State(inner): State<Arc<Inner>>) -> Response {
         r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     r
+}
+
+/// `GET /metrics` (issue 32): the gauges read now (Temporal's health, open tasks by state),
+/// then everything the process's recorder holds, in the Prometheus text format.
+async fn scrape(State(inner): State<Arc<Inner>>) -> Response {
+    let Some(handle) = crate::metrics::install() else {
+        return status_error(StatusCode::NOT_FOUND, "NOT_FOUND", "metrics are not recorded by this harness".into());
+    };
+    if let Some(handler) = inner.handler.get() {
+        match handler.store.open_task_counts(handler.task_queue()).await {
+            Ok(open) => crate::metrics::set_gauges(handler.health().is_up(), &open),
+            Err(e) => tracing::warn!(error = %e, "metrics: the open tasks were not counted"),
+        }
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render()).into_response()
 }
 
 /// The latest monitor snapshot (S20), shared with the refresh task.

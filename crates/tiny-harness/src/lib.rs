@@ -9,6 +9,7 @@ pub mod config;
 mod handler;
 mod harness;
 mod hosting;
+pub mod metrics;
 mod openapi;
 mod peer;
 mod reconcile;

@@ -23,6 +23,9 @@ pub(crate) fn document(harness: &Harness, mount: Mount) -> String {
     if inner.options.monitor {
         routes.push(("GET", MONITOR_PATH.into(), "Monitor snapshot"));
     }
+    if inner.options.metrics {
+        routes.push(("GET", crate::metrics::METRICS_PATH.into(), "Prometheus metrics"));
+    }
     if mount == Mount::AtPrefix && inner.options.ui {
         routes.push(("GET", format!("{UI_PATH}/{{file}}"), "Web UI"));
     }

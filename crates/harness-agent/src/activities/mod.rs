@@ -116,7 +116,10 @@ impl Activities {
         ctx: ActivityContext,
         input: ModelTurn,
     ) -> Result<ModelReply, ActivityError> {
-        call_model::run(&self.store, &self.models, &self.tools, &ctx, input).await
+        let (began, model) = (std::time::Instant::now(), input.model.clone());
+        let reply = call_model::run(&self.store, &self.models, &self.tools, &ctx, input).await;
+        crate::metrics::model_call(&model, began, &reply);
+        reply
     }
 
     /// Runs one tool call the model asked for (issue 29).
@@ -126,7 +129,12 @@ impl Activities {
         ctx: ActivityContext,
         input: ToolInvocation,
     ) -> Result<ToolResult, ActivityError> {
-        invoke_tool::run(&self.tools, &self.redactor, self.max_tool_result_bytes, &ctx, input).await
+        let began = std::time::Instant::now();
+        let name = input.call.name.clone();
+        let tool = if self.tools.knows(&name) { name } else { "unknown".to_string() };
+        let result = invoke_tool::run(&self.tools, &self.redactor, self.max_tool_result_bytes, &ctx, input).await;
+        crate::metrics::tool_call(tool, began, &result);
+        result
     }
 
     /// Runs a slash command (S9); a command that fails answers with why, it never fails

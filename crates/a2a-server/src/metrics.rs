@@ -1,0 +1,21 @@
+//! Request metrics (issue 32): every A2A call counted by operation, binding and outcome, and
+//! its latency, through the `metrics` facade. Nothing is recorded unless the host installed
+//! a recorder (tiny-harness serves them at `GET /metrics`); a call costs a few atomic adds.
+
+use a2a_types::A2AError;
+use std::time::Instant;
+
+/// Requests answered, by `operation`, `binding` and `outcome` (`ok` or the error's reason).
+pub const REQUESTS: &str = "a2a_requests_total";
+/// Seconds from a request's arrival to its answer (a stream: to its first event).
+pub const REQUEST_SECONDS: &str = "a2a_request_duration_seconds";
+
+/// Counts one answered request and its latency. `operation` is the JSON-RPC method
+/// (`unknown` for a method no operation has, so a client cannot add labels).
+/// `error` is what the request was answered with, if it failed.
+pub(crate) fn record(operation: &'static str, binding: &'static str, began: Instant, error: Option<&A2AError>) {
+    let outcome = error.map_or("ok", |e| e.kind.reason());
+    let labels = [("operation", operation), ("binding", binding), ("outcome", outcome)];
+    metrics::counter!(REQUESTS, &labels).increment(1);
+    metrics::histogram!(REQUEST_SECONDS, &labels[..2]).record(began.elapsed().as_secs_f64());
+}
