@@ -86,17 +86,14 @@ fn describe() {
     );
 }
 
-/// Counts a message's admission: `accepted`, or the reason it was refused.
-pub(crate) fn admission<T>(result: Result<T, A2AError>) -> Result<T, A2AError> {
-    let outcome = match &result {
-        Ok(_) => "accepted",
-        Err(e) => e.kind.reason(),
-    };
-    metrics::counter!(MESSAGES, "outcome" => outcome).increment(1);
-    result
+/// Counts a message's delivery to its workflow: `accepted`, or the reason Temporal's answer
+/// refused it.
+pub(crate) fn delivered(error: Option<&A2AError>) {
+    metrics::counter!(MESSAGES, "outcome" => error.map_or("accepted", |e| e.kind.reason())).increment(1);
 }
 
-/// Counts a refusal before admission ends (an accepted message is counted once it is).
+/// Counts a message refused before its delivery (checks, limits, an unknown task); one
+/// delivered is counted by [`delivered`].
 pub(crate) fn refusal<T>(result: Result<T, A2AError>) -> Result<T, A2AError> {
     if let Err(e) = &result {
         metrics::counter!(MESSAGES, "outcome" => e.kind.reason()).increment(1);

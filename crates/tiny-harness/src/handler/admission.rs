@@ -426,6 +426,9 @@ impl HarnessHandler {
         let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
         let delivery = tokio::spawn(async move {
             let outcome = temporal.deliver(&store, input, item).await;
+            // Counted where its audit row is settled: once per delivered message, whether
+            // or not its sender still waits (a retry answered from its receipt is not).
+            crate::metrics::delivered(outcome.as_ref().err());
             let audit = match &outcome {
                 Ok(receipt) => InboxOutcome::Accepted(receipt.cursor),
                 Err(e) => InboxOutcome::Refused(e.message.clone()),

@@ -20,7 +20,7 @@ impl HarnessHandler {
         let config = req.configuration.clone().unwrap_or_default();
         let pending = crate::metrics::refusal(self.admit(ctx, req, config.return_immediately).await)?;
         if config.return_immediately {
-            let task = self.accepted_task(crate::metrics::admission(pending.accepted().await)?).await?;
+            let task = self.accepted_task(pending.accepted().await?).await?;
             return Ok(SendMessageResponse::Task(task.with_history_length(self.answer_history(config.history_length))));
         }
         // S5: blocking returns at the newest final event (terminal or INPUT_REQUIRED).
@@ -28,7 +28,7 @@ impl HarnessHandler {
         // events a workflow task appends before it commits may still be replaced).
         let (task_id, direct, stop) = (pending.task_id.clone(), pending.direct, pending.stop_at());
         let message_id = pending.message_id().to_string();
-        let accepted = crate::metrics::admission(pending.accepted().await)?;
+        let accepted = pending.accepted().await?;
         let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, stop.clone());
         let mut status = super::stream::final_status(log).await?;
         if stop == StopAt::Final {
@@ -50,7 +50,7 @@ impl HarnessHandler {
         let pending = crate::metrics::refusal(self.admit(ctx, req, true).await)?;
         let (new_task, direct, stop) = (pending.new_task, pending.direct, pending.stop_at());
         // S5: the stream starts once Temporal committed the message's acceptance.
-        let accepted = crate::metrics::admission(pending.accepted().await)?;
+        let accepted = pending.accepted().await?;
         if direct {
             let id = accepted.task_id;
             return Ok(direct_stream(
