@@ -311,9 +311,6 @@ fn call_context(headers: &HeaderMap) -> CallContext {
     CallContext { requested_extensions, headers: headers.clone() }
 }
 
-/// Parses a request body as JSON. A body that is not JSON is a parse error, or, when the
-/// request declared a non-JSON `Content-Type`, ContentTypeNotSupported naming that type
-/// (a JSON body is accepted whatever its declared type, as the Python SDK does).
 /// A response whose body is JSON already written (the one place the JSON content type is set).
 pub(crate) fn json_body(body: impl Into<axum::body::Body>) -> axum::response::Response {
     let mut response = axum::response::Response::new(body.into());
@@ -323,6 +320,9 @@ pub(crate) fn json_body(body: impl Into<axum::body::Body>) -> axum::response::Re
     response
 }
 
+/// Parses a request body as JSON. A body that is not JSON is a parse error, or, when the
+/// request declared a non-JSON `Content-Type`, ContentTypeNotSupported naming that type
+/// (a JSON body is accepted whatever its declared type, as the Python SDK does).
 pub(crate) fn body_json(headers: &HeaderMap, body: &[u8]) -> Result<serde_json::Value, A2AError> {
     serde_json::from_slice(body).map_err(|e| {
         let declared = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");

@@ -1,6 +1,7 @@
 //! Request metrics (issue 32): every A2A call counted by operation, binding and outcome, and
 //! its latency, through the `metrics` facade. Nothing is recorded unless the host installed
-//! a recorder (tiny-harness serves them at `GET /metrics`); a call costs a few atomic adds.
+//! a recorder (tiny-harness serves them at `GET /metrics`); a call is a registry lookup and an
+//! atomic add, or nothing without a recorder.
 
 use a2a_types::A2AError;
 use std::time::Instant;

@@ -365,6 +365,9 @@ mod tests {
         assert_eq!(row.status_md, Some(md(&mark)), "and its metadata");
         let open = store.open_task_states("q").await.unwrap();
         assert_eq!(open[0].status_md, Some(md(&mark)));
+        // What GET /metrics reports (issue 32): the queue's open tasks by their newest state.
+        assert_eq!(store.open_task_counts("q").await.unwrap(), [(TaskState::Working, 1)]);
+        assert!(store.open_task_counts("other").await.unwrap().is_empty());
 
         // Accepted behind the running turn: m2 (twice: a redelivery), not m3 (refused) or
         // m4 (not answered yet).
@@ -389,6 +392,7 @@ mod tests {
         store.append(&stored).await.unwrap();
         assert!(store.unstored_messages("t").await.unwrap().is_empty(), "stored by the next event");
         assert!(store.unstored_messages("other").await.unwrap().is_empty());
+        assert_eq!(store.open_task_counts("q").await.unwrap(), [(TaskState::InputRequired, 1)]);
     }
 
     async fn recently_changed(store: Store) {
