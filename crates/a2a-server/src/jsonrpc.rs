@@ -93,9 +93,9 @@ pub(crate) async fn handle(
         }
     };
     let id = req.id.clone();
-    let operation = ops::by_method(&req.method).map_or("unknown", |op| op.method);
-    let answer = dispatch(&state, &headers, query.as_deref(), req).await;
-    crate::metrics::record(operation, "jsonrpc", began, answer.as_ref().err());
+    let op = ops::by_method(&req.method);
+    let answer = dispatch(&state, &headers, query.as_deref(), op, req).await;
+    crate::metrics::record(op.map_or("unknown", |op| op.method), "jsonrpc", began, answer.as_ref().err());
     if notification {
         // A stream's events go nowhere; the call itself (a message's delivery) has run.
         drop(answer);
@@ -108,9 +108,10 @@ async fn dispatch(
     state: &AppState,
     headers: &HeaderMap,
     query: Option<&str>,
+    op: Option<&'static ops::Operation>,
     req: RpcRequest,
 ) -> Result<Response, A2AError> {
-    let Some(op) = ops::by_method(&req.method) else {
+    let Some(op) = op else {
         return Err(A2AError::new(ErrorKind::MethodNotFound, format!("method not found: `{}`", req.method))
             .with("method", req.method));
     };

@@ -208,6 +208,11 @@ impl McpSource {
         self.listed.lock().unwrap().iter().map(|l| (l.spec.clone(), l.idempotent)).collect()
     }
 
+    /// Whether this source lists a tool of that name.
+    pub fn lists(&self, name: &str) -> bool {
+        self.listed.lock().unwrap().iter().any(|l| l.spec.name == name)
+    }
+
     /// The tool the model names, as a [`Tool`] that calls this source.
     pub fn tool(self: &Arc<Self>, name: &str) -> Option<Arc<dyn Tool>> {
         let listed = self.listed.lock().unwrap().iter().find(|l| l.spec.name == name).cloned()?;

@@ -236,7 +236,9 @@ impl ToolRegistry {
 
     /// Whether a tool of that name is known (a built-in, the harness's own, or a source's).
     pub fn knows(&self, name: &str) -> bool {
-        self.specs().iter().any(|spec| spec.name == name)
+        self.builtins.iter().any(|spec| spec.name == name)
+            || self.tools.contains_key(name)
+            || self.sources.iter().any(|s| s.lists(name))
     }
 
     /// Whether the named tool may run again (unknown tools may not).
