@@ -119,12 +119,41 @@ pub struct EmbeddedTemporal {
 impl EmbeddedTemporal {
     /// Starts the dev server with its database at `db_file`.
     pub async fn start(cli: &Path, db_file: &Path) -> Result<Self, TemporalCliError> {
-        Self::start_on(cli, db_file, free_port()).await
+        Self::start_with(cli, db_file, None).await
     }
 
     /// Starts the dev server on a given port (a restarted server keeps its address).
     pub async fn start_on(cli: &Path, db_file: &Path, port: u16) -> Result<Self, TemporalCliError> {
-        let start_err = |why: String| TemporalCliError::Start { cli: cli.display().to_string(), why };
+        Self::start_with(cli, db_file, Some(port)).await
+    }
+
+    /// Starts the server; a server that exits while starting is started again (three tries),
+    /// on fresh ports where they were not given: the ports are picked free but the server
+    /// binds them later, and its own internal services pick theirs meanwhile, so another
+    /// process can take one in between (a fresh CI machine once saw the server exit at once).
+    async fn start_with(cli: &Path, db_file: &Path, port: Option<u16>) -> Result<Self, TemporalCliError> {
+        const TRIES: usize = 3;
+        let mut tries = 1;
+        loop {
+            match Self::try_start(cli, db_file, port.unwrap_or_else(free_port)).await {
+                Err(Exited(why)) if tries < TRIES => {
+                    tracing::warn!(tries, "the Temporal dev server exited while starting; starting it again: {why}");
+                    tries += 1;
+                }
+                Err(Exited(why)) => {
+                    return Err(TemporalCliError::Start {
+                        cli: cli.display().to_string(),
+                        why: format!("{why} (tried {TRIES} times)"),
+                    });
+                }
+                Err(Failed(e)) => return Err(e),
+                Ok(server) => return Ok(server),
+            }
+        }
+    }
+
+    async fn try_start(cli: &Path, db_file: &Path, port: u16) -> Result<Self, StartFailure> {
+        let start_err = |why: String| Failed(TemporalCliError::Start { cli: cli.display().to_string(), why });
         if let Some(dir) = db_file.parent() {
             std::fs::create_dir_all(dir).map_err(|e| start_err(e.to_string()))?;
         }
@@ -139,6 +168,7 @@ impl EmbeddedTemporal {
             .append(true)
             .open(&log_path)
             .map_err(|e| start_err(format!("{}: {e}", log_path.display())))?;
+        let said_before = log.metadata().map(|m| m.len()).unwrap_or(0);
         let mut cmd = Command::new(cli);
         cmd.args(["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--log-level", "warn"])
             .args(["--port", &port.to_string()])
@@ -174,15 +204,19 @@ impl EmbeddedTemporal {
                 return Ok(server);
             }
             if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(start_err(format!("it exited with {status}; see {}", log_path.display())));
+                return Err(Exited(format!(
+                    "it exited with {status}; {} said: {}",
+                    log_path.display(),
+                    log_tail(&log_path, said_before)
+                )));
             }
             if Instant::now() > deadline {
                 server.stop().await;
-                return Err(TemporalCliError::NotReady {
+                return Err(Failed(TemporalCliError::NotReady {
                     address: server.address,
                     secs: 30,
                     log: log_path.display().to_string(),
-                });
+                }));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -226,6 +260,27 @@ impl EmbeddedTemporal {
     }
 }
 
+/// Why one try to start the server failed: it exited while starting (tried again), or
+/// something that another try would not mend.
+enum StartFailure {
+    Exited(String),
+    Failed(TemporalCliError),
+}
+use StartFailure::{Exited, Failed};
+
+/// The last lines the server wrote to its log after `from` (its length before this start),
+/// so an error shows why it stopped.
+fn log_tail(path: &Path, from: u64) -> String {
+    const LINES: usize = 12;
+    let text = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    match lines.len() {
+        0 => "nothing".into(),
+        n => lines[n.saturating_sub(LINES)..].join("\n"),
+    }
+}
+
 /// Takes the lock of the database `db_file` (`<db>.lock`), waiting up to 15 s for a server
 /// that still holds it to exit.
 async fn hold_database_lock(db_file: &Path) -> Result<std::fs::File, String> {
@@ -251,5 +306,55 @@ async fn hold_database_lock(db_file: &Path) -> Result<std::fs::File, String> {
             ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A stand-in CLI: a shell script that runs `body` (the real CLI is `$REAL`).
+    fn script(dir: &Path, body: &str, real: &Path) -> PathBuf {
+        let path = dir.join("temporal");
+        std::fs::write(&path, format!("#!/bin/sh\nREAL='{}'\n{body}\n", real.display())).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn a_server_that_exits_while_starting_is_started_again() {
+        let real = find_or_provision_cli(None).await.expect("the temporal CLI");
+        let dir = tempfile::tempdir().unwrap();
+        let once = dir.path().join("exited-once");
+        // The first start dies as a Go panic does (exit status 2); the next runs the server.
+        let cli = script(
+            dir.path(),
+            &format!(
+                "if [ ! -e '{0}' ]; then touch '{0}'; echo 'panic: bind: address already in use' >&2; exit 2; fi\nexec \"$REAL\" \"$@\"",
+                once.display()
+            ),
+            &real,
+        );
+        let mut server =
+            EmbeddedTemporal::start(&cli, &dir.path().join("t.db")).await.expect("started on the second try");
+        assert!(once.exists(), "the first try ran and exited");
+        assert!(tokio::net::TcpStream::connect(("127.0.0.1", server.port())).await.is_ok(), "the server answers");
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_server_that_keeps_exiting_is_reported_with_what_it_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let cli = script(dir.path(), "echo 'panic: the disk is on fire' >&2; exit 2", Path::new("/nonexistent"));
+        let err = match EmbeddedTemporal::start(&cli, &dir.path().join("t.db")).await {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a CLI that always exits cannot start"),
+        };
+        assert!(err.contains("exit status: 2"), "{err}");
+        assert!(err.contains("panic: the disk is on fire"), "the server's own words are in the error: {err}");
+        assert!(err.contains("tried 3 times"), "{err}");
+        // Each try's words once, not the log of the tries before it.
+        assert_eq!(err.matches("disk is on fire").count(), 1, "{err}");
     }
 }
