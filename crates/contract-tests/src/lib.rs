@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 pub mod anthropic_mock;
 mod client;
 pub mod openai_mock;
+pub mod otlp;
 pub mod webhook;
 pub use client::{A2AClient, Answer, SseEvents, kind, message_from, rpc_as, state, task_id, user_text};
 

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod models;
 pub mod redaction;
 pub mod tools;
+mod trace;
 
 pub use activities::Activities;
 

@@ -42,6 +42,10 @@ struct RunArgs {
     /// Task lifecycle: `conversation` or `one-shot`.
     #[arg(long)]
     lifecycle: Option<String>,
+    /// Log lines as `text` or `json` (one object per line, with the trace and span ids when
+    /// traces are on); wins over `[observability] log_format`.
+    #[arg(long)]
+    log_format: Option<tiny_harness::telemetry::LogFormat>,
 }
 
 const CONFIG_ERROR: u8 = 2;
@@ -80,6 +84,9 @@ fn load(args: &RunArgs, force_embedded: bool) -> Result<Config, ConfigError> {
             _ => config.agent.model = model.clone(),
         }
     }
+    if let Some(format) = args.log_format {
+        config.observability.log_format = format;
+    }
     if let Some(lifecycle) = &args.lifecycle {
         config.agent.lifecycle = lifecycle.parse().map_err(|e| ConfigError(format!("--lifecycle: {e}")))?;
     }
@@ -95,8 +102,7 @@ async fn shutdown_signal() {
     }
 }
 
-async fn run(args: RunArgs, force_embedded: bool) -> Result<(), HarnessError> {
-    let mut config = load(&args, force_embedded)?;
+async fn run(mut config: Config) -> Result<(), HarnessError> {
     let addr = format!("{}:{}", config.server.host, config.server.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -119,12 +125,6 @@ async fn run(args: RunArgs, force_embedded: bool) -> Result<(), HarnessError> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,tiny_harness=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -133,12 +133,32 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Dev(args) => run(args, true).await,
-            Command::Serve(args) => run(args, false).await,
-        }
+    let (args, force_embedded) = match cli.command {
+        Command::Dev(args) => (args, true),
+        Command::Serve(args) => (args, false),
+    };
+    // The configuration decides how logs are written and where spans go, so it is read
+    // before anything logs (its errors are printed as they are).
+    let loaded = load(&args, force_embedded).and_then(|config| {
+        let export = config.observability.trace_export(|name| std::env::var(name).ok())?;
+        // Inside the runtime: the gRPC exporter's channel lives on it.
+        let _entered = runtime.enter();
+        let telemetry = tiny_harness::telemetry::install(
+            config.observability.log_format,
+            export.as_ref(),
+            "warn,tiny_harness=info",
+        )?;
+        Ok((config, telemetry))
     });
+    let result = match loaded {
+        Ok((config, telemetry)) => {
+            let result = runtime.block_on(run(config));
+            // Outside the runtime: the HTTP exporter's client blocks while it sends the rest.
+            telemetry.shutdown();
+            result
+        }
+        Err(e) => Err(e.into()),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(HarnessError::Config(e)) => {

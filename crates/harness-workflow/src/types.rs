@@ -166,6 +166,11 @@ pub struct InboxItem {
     /// channel names it (S12).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender: Option<String>,
+    /// The W3C `traceparent` of what it belongs to (issue 32), when traces are on: the
+    /// request that delivered the message; the turn's model and tool calls are its children.
+    /// Recorded in the history, so a replayed or retried call continues the same trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// What an inbox item is to the workflow.
@@ -329,6 +334,11 @@ pub struct ModelTurn {
     /// model reads after the conversation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exchanges: Vec<ToolRound>,
+    /// The W3C `traceparent` of what it belongs to (issue 32), when traces are on: the
+    /// request that delivered the message; the turn's model and tool calls are its children.
+    /// Recorded in the history, so a replayed or retried call continues the same trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {
@@ -384,6 +394,11 @@ pub struct ToolInvocation {
     pub context_id: String,
     pub turn: u32,
     pub call: ToolCall,
+    /// The W3C `traceparent` of what it belongs to (issue 32), when traces are on: the
+    /// request that delivered the message; the turn's model and tool calls are its children.
+    /// Recorded in the history, so a replayed or retried call continues the same trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// How a task's turns use tools (`[agent]`, issue 29): carried in the workflow's input.

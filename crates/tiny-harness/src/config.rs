@@ -380,6 +380,8 @@ pub struct Config {
     pub agents: Vec<AgentConfig>,
     /// The MCP servers whose tools the model may call (issue 29).
     pub mcp: Vec<McpSection>,
+    /// Traces and log lines (issue 32).
+    pub observability: crate::telemetry::ObservabilitySection,
     /// Where the embedded dev server's database, the SQLite store and generated files live.
     #[serde(skip)]
     pub data_dir: PathBuf,

@@ -383,7 +383,8 @@ impl Harness {
         };
         let activities = Activities::new(store.clone(), self.inner.models.clone(), pusher.clone())
             .with_commands(self.inner.commands.clone())
-            .with_tools(tools, redactor, config.agent.max_tool_result_bytes);
+            .with_tools(tools, redactor, config.agent.max_tool_result_bytes)
+            .with_recorded_content(config.observability.record_content);
         let activities = match self.remotes() {
             Some(remotes) => {
                 let check = remotes.clone();

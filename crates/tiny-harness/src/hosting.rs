@@ -208,16 +208,45 @@ async fn body_deadline(State(limits): State<Arc<(Duration, usize)>>, req: Reques
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
-/// The span of a request: its method and path and, once the handler knows it, the task id
-/// ([`record_task_id`]). Never a header or a body: a message or a push token would be
-/// logged with it.
+/// The span of a request: its method and path and, once known, the A2A operation, binding
+/// and outcome (a2a-server records them) and the task id ([`record_task_id`]). Never a
+/// header or a body: a message or a push token would be logged with it. With traces on
+/// (issue 32) it is the request's server span, the child of an incoming W3C `traceparent`.
 fn request_span(req: &Request) -> tracing::Span {
-    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), task_id = tracing::field::Empty)
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.uri().path(),
+        task_id = tracing::field::Empty,
+        "a2a.operation" = tracing::field::Empty,
+        "a2a.binding" = tracing::field::Empty,
+        "a2a.outcome" = tracing::field::Empty,
+        "otel.kind" = "server",
+        "otel.status_code" = tracing::field::Empty,
+    );
+    if req.headers().contains_key("traceparent") {
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(req.headers())));
+        let _ = span.set_parent(parent);
+    }
+    span
 }
 
 /// Names the task a request is about in its trace span.
 pub(crate) fn record_task_id(task_id: &str) {
     tracing::Span::current().record("task_id", tracing::field::display(task_id));
+}
+
+/// A request's headers as the propagator reads them.
+struct Headers<'a>(&'a axum::http::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
 }
 
 /// A 413 from the body limit (plain text from the library, or from a route reading a

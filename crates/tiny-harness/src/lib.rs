@@ -14,6 +14,7 @@ mod openapi;
 mod peer;
 mod reconcile;
 pub mod supervise;
+pub mod telemetry;
 pub mod temporal_dev;
 pub mod ui;
 mod worker;

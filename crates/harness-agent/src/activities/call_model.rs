@@ -23,11 +23,15 @@ use futures::StreamExt;
 use harness_store::{NewEvent, Store, StoreError};
 use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::Instrument as _;
 
+/// One model call in its span (issue 32): the child of the turn's message's request, with
+/// the GenAI attributes and, when `content` (the redactor) is given, the message and reply.
 pub(super) async fn run(
     store: &Store,
     models: &ModelRegistry,
     tools: &crate::tools::ToolRegistry,
+    content: Option<&crate::redaction::Redactor>,
     ctx: &ActivityContext,
     input: ModelTurn,
 ) -> Result<ModelReply, ActivityError> {
@@ -38,8 +42,34 @@ pub(super) async fn run(
             input.model
         )))
     })?;
+    let (system, model) = provider.gen_ai();
+    let span = crate::trace::model_span(system, model, &input.task_id, input.turn, input.round);
+    crate::trace::join(&span, input.trace.as_deref());
+    let reply = call(store, &*provider, tools, content, ctx, input, &span).instrument(span.clone()).await;
+    crate::trace::model_done(&span, &reply);
+    if let (Some(redactor), Ok(reply)) = (content, &reply) {
+        span.record("gen_ai.output.messages", redactor.text(&reply.text));
+    }
+    reply
+}
+
+async fn call(
+    store: &Store,
+    provider: &dyn crate::models::ModelProvider,
+    tools: &crate::tools::ToolRegistry,
+    content: Option<&crate::redaction::Redactor>,
+    ctx: &ActivityContext,
+    input: ModelTurn,
+    span: &tracing::Span,
+) -> Result<ModelReply, ActivityError> {
+    let began = std::time::Instant::now();
+    let history = for_the_model(conversation(store, provider.history_window(), &input).await?);
+    if let Some(redactor) = content {
+        span.record("gen_ai.input.messages", redactor.text(&crate::models::last_user_text(&history)));
+    }
+    let mut first_token = true;
     let request = ModelRequest {
-        history: for_the_model(conversation(store, provider.history_window(), &input).await?),
+        history,
         turn: input.turn,
         reasoning_effort: input.reasoning_effort.clone(),
         tools: tools.specs(),
@@ -83,6 +113,9 @@ pub(super) async fn run(
         }
         match next {
             Some(ModelEvent::Text(delta)) => {
+                if std::mem::take(&mut first_token) {
+                    span.record("gen_ai.server.time_to_first_token", began.elapsed().as_secs_f64());
+                }
                 out.reply.text.push_str(&delta);
                 out.pending.get_or_insert_with(String::new).push_str(&delta);
                 // An instant provider's chunk is held until the next event says whether it
@@ -345,6 +378,7 @@ mod tests {
             reasoning_effort: None,
             round: 0,
             exchanges: Vec::new(),
+            trace: None,
         }
     }
 

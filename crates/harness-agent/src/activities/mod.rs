@@ -19,6 +19,7 @@ use harness_store::Store;
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::Instrument as _;
 
 /// What the activities need: the store, the model providers and push delivery.
 #[derive(Clone)]
@@ -41,6 +42,9 @@ pub struct Activities {
     pub redactor: Arc<crate::redaction::Redactor>,
     /// A tool result longer than this is cut, the cut marked (`[agent] max_tool_result_bytes`).
     pub max_tool_result_bytes: usize,
+    /// Model calls' spans carry the turn's message and the reply, redacted
+    /// (`[observability] record_content`, issue 32). Off: no text on any span.
+    pub record_content: bool,
 }
 
 /// The environment variable that sets [`Activities::emit_delay`] (milliseconds).
@@ -64,7 +68,13 @@ impl Activities {
             tools: Default::default(),
             redactor: Arc::new(crate::redaction::Redactor::new(Vec::new())),
             max_tool_result_bytes: 16 * 1024,
+            record_content: false,
         }
+    }
+
+    /// These activities recording message and reply text on model calls' spans (issue 32).
+    pub fn with_recorded_content(self, record_content: bool) -> Self {
+        Self { record_content, ..self }
     }
 
     /// These activities offering `tools` to the model, redacting with `redactor` and
@@ -117,7 +127,8 @@ impl Activities {
         input: ModelTurn,
     ) -> Result<ModelReply, ActivityError> {
         let (began, model) = (std::time::Instant::now(), input.model.clone());
-        let reply = call_model::run(&self.store, &self.models, &self.tools, &ctx, input).await;
+        let content = self.record_content.then_some(&*self.redactor);
+        let reply = call_model::run(&self.store, &self.models, &self.tools, content, &ctx, input).await;
         crate::metrics::model_call(&model, began, &reply);
         reply
     }
@@ -132,7 +143,12 @@ impl Activities {
         let began = std::time::Instant::now();
         let name = input.call.name.clone();
         let tool = if self.tools.knows(&name) { name } else { "unknown".to_string() };
-        let result = invoke_tool::run(&self.tools, &self.redactor, self.max_tool_result_bytes, &ctx, input).await;
+        let span = crate::trace::tool_span(&tool, &input.call.id, &input.task_id, input.turn);
+        crate::trace::join(&span, input.trace.as_deref());
+        let result = invoke_tool::run(&self.tools, &self.redactor, self.max_tool_result_bytes, &ctx, input)
+            .instrument(span.clone())
+            .await;
+        crate::trace::tool_done(&span, &result);
         crate::metrics::tool_call(tool, began, &result);
         result
     }

@@ -231,6 +231,10 @@ fn text(value: &Value) -> Option<ModelEvent> {
 
 #[async_trait::async_trait]
 impl ModelProvider for AnthropicModel {
+    fn gen_ai(&self) -> (&str, &str) {
+        ("anthropic", &self.settings.model)
+    }
+
     fn history_window(&self) -> Option<usize> {
         Some(self.settings.history_messages.max(1))
     }

@@ -92,6 +92,13 @@ pub trait ModelProvider: Send + Sync {
         false
     }
 
+    /// What a model call's span names (issue 32, the GenAI semantic conventions): the
+    /// provider (`gen_ai.provider.name`) and the model it asks (`gen_ai.request.model`).
+    /// Providers of this harness's own (echo, scripted, conformance) are `tiny-harness`.
+    fn gen_ai(&self) -> (&str, &str) {
+        ("tiny-harness", "")
+    }
+
     /// How many of the conversation's newest messages the provider reads (`None`: all of
     /// them). Echo, scripted and the conformance profile answer the turn's message alone.
     fn history_window(&self) -> Option<usize> {

@@ -200,6 +200,10 @@ fn chunk_events(data: &str, calls: &mut ToolCalls) -> Result<Vec<ModelEvent>, St
 
 #[async_trait::async_trait]
 impl ModelProvider for OpenAiModel {
+    fn gen_ai(&self) -> (&str, &str) {
+        ("openai", &self.settings.model)
+    }
+
     fn history_window(&self) -> Option<usize> {
         Some(self.settings.history_messages.max(1))
     }

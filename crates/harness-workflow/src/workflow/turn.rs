@@ -203,6 +203,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         set_status(ctx, TaskState::Working, None, None).await?;
     }
     let mut model_turn = ctx.state(|s| s.model_turn(position, turn));
+    model_turn.trace = item.trace.clone();
     let artifact_id = model_turn.artifact_id.clone();
     // The usage of the turn's rounds before the last (issue 29).
     let mut used: Option<crate::TokenUsage> = None;
@@ -240,7 +241,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
                 }
                 used = reply.usage;
                 let calls = std::mem::take(&mut reply.tool_calls);
-                let results = match tool_round(ctx, turn, &calls).await? {
+                let results = match tool_round(ctx, turn, &calls, item.trace.as_deref()).await? {
                     Ok(results) => results,
                     Err(Cut::Cancel) => {
                         set_status(ctx, TaskState::Canceled, None, None).await?;
@@ -285,6 +286,7 @@ async fn tool_round(
     ctx: &WorkflowContext<TaskWorkflow>,
     turn: u32,
     calls: &[crate::ToolCall],
+    trace: Option<&str>,
 ) -> WorkflowResult<Result<Vec<crate::ToolResult>, Cut>> {
     for call in calls {
         let mark = serde_json::json!({"callId": call.id, "name": call.name, "phase": "call"});
@@ -303,6 +305,7 @@ async fn tool_round(
                 context_id: context_id.clone(),
                 turn,
                 call: call.clone(),
+                trace: trace.map(String::from),
             };
             ctx.execute_activity(
                 activity::InvokeTool,
@@ -476,6 +479,7 @@ impl TaskWorkflow {
             reasoning_effort: self.input.reasoning_effort.clone(),
             round: 0,
             exchanges: Vec::new(),
+            trace: None,
         }
     }
 

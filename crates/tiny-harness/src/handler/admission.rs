@@ -391,6 +391,8 @@ impl HarnessHandler {
             direct,
             kind: kind.clone(),
             sender: caller.id().map(String::from),
+            // The request's trace, which the turn's model and tool calls join (issue 32).
+            trace: crate::telemetry::current_traceparent(),
         };
         let brief = target.brief.unwrap_or_default();
         let model = brief.model.clone().unwrap_or_else(|| s.model.clone());

@@ -1,0 +1,211 @@
+//! Issue 32: OpenTelemetry traces and JSON logs, seen from the tools an operator runs. The
+//! `tiny-harness serve` binary exports to an OTLP receiver that decodes the real protobuf
+//! (`contract_tests::otlp`: HTTP/protobuf and the collector's gRPC service), configured by
+//! the standard `OTEL_*` variables or `[observability]`; the `openai` provider against the
+//! local wire-format endpoint, a tool of a real MCP server (the official Python SDK), the
+//! test dev server, real HTTP.
+
+use contract_tests::openai_mock::MockOpenAi;
+use contract_tests::otlp::{self, Span};
+use contract_tests::{HarnessOptions, HarnessProcess};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// The interop venv's Python (`cargo xtask test` builds it; TINY_HARNESS_INTEROP_PYTHON).
+fn python() -> PathBuf {
+    std::env::var("TINY_HARNESS_INTEROP_PYTHON")
+        .map(Into::into)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/interop-venv/bin/python"))
+}
+
+const API_KEY: &str = "sk-trace-4f1e9a0c7b";
+const SECRET: &str = "hunter2-trace-8d3b";
+const TRACE: &str = "5bf4a1c3d2e6f7081928374655a6b7c8";
+const PARENT: &str = "a1b2c3d4e5f60718";
+
+fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
+    assert_eq!(found.len(), 1, "one span `{name}`: {spans:#?}");
+    found[0]
+}
+
+fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
+    spans.iter().filter(|s| s.name == name).collect()
+}
+
+/// One trace from the client's `traceparent` through the request, Temporal and the worker to
+/// both model calls (GenAI attributes: provider, model, tokens, finish reason, time to first
+/// token) and the tool call; the message's text on the model's span redacted (record_content
+/// on); no secret anywhere in what was exported; and JSON log lines carrying the trace's ids.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with_no_secret_in_it() {
+    let mock = MockOpenAi::start().await;
+    let (otlp_url, received) = otlp::http_receiver().await;
+    let server =
+        serde_json::to_string(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("interop/mcp_server.py")).unwrap();
+    let h = HarnessProcess::start(HarnessOptions {
+        agent_extra: "model = \"gpt\"\n".into(),
+        secrets: vec![SECRET.into()],
+        extra_config: format!(
+            "[models.gpt]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\napi_key_env = \"TEST_TRACE_KEY\"\n\n\
+             [[mcp]]\nid = \"notes\"\ncommand = {}\nargs = [{server}]\n\n\
+             [observability]\nrecord_content = true\nlog_format = \"json\"\n",
+            mock.base_url,
+            json!(python().display().to_string()),
+        ),
+        env: vec![
+            ("TEST_TRACE_KEY".into(), API_KEY.into()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), otlp_url),
+            ("OTEL_SERVICE_NAME".into(), "traces-test".into()),
+            ("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()),
+            // tower-http's request lines are logged inside the request's span.
+            ("RUST_LOG".into(), "warn,tiny_harness=info,tower_http=debug".into()),
+        ],
+        ..Default::default()
+    })
+    .await;
+
+    let text = format!("Where is the tea? My password is {SECRET}.\n@call notes__lookup {{\"key\": \"tea\"}}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "traced-1", "role": "ROLE_USER", "parts": [{"text": text}]},
+        "configuration": {"returnImmediately": false}}});
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/a2a/jsonrpc", h.base_url))
+        .header("A2A-Version", "1.0")
+        .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = answer["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{answer:#}")).to_string();
+    let state = &answer["result"]["task"]["status"]["state"];
+    assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{answer:#}");
+
+    let spans = received
+        .until("the request, two model calls and a tool call", |spans| {
+            named(spans, "SendMessage").len() == 1
+                && named(spans, "chat m").len() == 2
+                && named(spans, "execute_tool notes__lookup").len() == 1
+        })
+        .await;
+    let ours: Vec<&Span> = spans.iter().filter(|s| s.trace_id == TRACE).collect();
+    assert!(ours.len() >= 4, "the spans of the client's trace: {spans:#?}");
+
+    // The request: a server span under the client's, naming the operation and its task.
+    let request = one(&spans, "SendMessage");
+    assert_eq!(request.trace_id, TRACE, "the incoming traceparent is honoured");
+    assert_eq!(request.parent_span_id, PARENT);
+    assert_eq!(request.kind, "Server");
+    assert_eq!(request.service, "traces-test", "OTEL_SERVICE_NAME");
+    assert_eq!(request.attr("a2a.operation"), Some("SendMessage"));
+    assert_eq!(request.attr("a2a.binding"), Some("jsonrpc"));
+    assert_eq!(request.attr("a2a.outcome"), Some("ok"));
+    assert_eq!(request.attr("task_id"), Some(task.as_str()));
+
+    // Both model calls: client spans under the request, through Temporal and the worker.
+    let chats = named(&spans, "chat m");
+    for chat in &chats {
+        assert_eq!((chat.trace_id.as_str(), chat.parent_span_id.as_str()), (TRACE, request.span_id.as_str()));
+        assert_eq!(chat.kind, "Client");
+        assert_eq!(chat.attr("gen_ai.operation.name"), Some("chat"));
+        assert_eq!(chat.attr("gen_ai.provider.name"), Some("openai"));
+        assert_eq!(chat.attr("gen_ai.request.model"), Some("m"));
+        assert_eq!(chat.attr("gen_ai.usage.input_tokens"), Some("12"), "the endpoint's usage");
+        assert_eq!(chat.attr("gen_ai.usage.output_tokens"), Some("4"));
+        assert_eq!(chat.attr("task_id"), Some(task.as_str()));
+        let input = chat.attr("gen_ai.input.messages").unwrap_or_default();
+        assert!(
+            input.contains("Where is the tea?") && input.contains("[REDACTED]"),
+            "record_content, redacted: {input}"
+        );
+    }
+    let finishes: Vec<(&str, &str)> = chats
+        .iter()
+        .map(|c| (c.attr("round").unwrap_or_default(), c.attr("gen_ai.response.finish_reasons").unwrap_or_default()))
+        .collect();
+    assert!(finishes.contains(&("0", "tool_calls")) && finishes.contains(&("1", "stop")), "{finishes:?}");
+    let answering = chats.iter().find(|c| c.attr("round") == Some("1")).unwrap();
+    let ttft: f64 = answering.attr("gen_ai.server.time_to_first_token").unwrap_or_default().parse().unwrap();
+    assert!(ttft > 0.0 && ttft < 30.0, "time to first token, in seconds: {ttft}");
+    assert!(
+        answering.attr("gen_ai.output.messages").unwrap_or_default().starts_with("Tools said: tea is on the top shelf"),
+        "{answering:#?}"
+    );
+
+    // The tool call, under the request too.
+    let tool = one(&spans, "execute_tool notes__lookup");
+    assert_eq!((tool.trace_id.as_str(), tool.parent_span_id.as_str()), (TRACE, request.span_id.as_str()));
+    assert_eq!(tool.attr("gen_ai.tool.name"), Some("notes__lookup"));
+    assert_eq!(tool.attr("tool.outcome"), Some("ok"));
+    assert!(tool.attr("gen_ai.tool.call.id").is_some_and(|id| id.starts_with("call_0_")), "{tool:#?}");
+
+    // Nothing secret was exported: neither the configured secret nor the model's key.
+    let raw = String::from_utf8_lossy(&received.raw()).to_string();
+    assert!(!raw.contains(SECRET), "a redaction value reached the trace backend");
+    assert!(!raw.contains(API_KEY), "the model's API key reached the trace backend");
+
+    // JSON log lines: every line an object; the request's lines carry its trace and span ids.
+    let log = h.log();
+    let lines: Vec<Value> = log
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(!lines.is_empty(), "{log}");
+    let traced: Vec<&Value> = lines.iter().filter(|l| l["trace_id"] == TRACE).collect();
+    assert!(
+        traced.iter().any(|l| l["span_id"] == json!(request.span_id) && l["span"] == "request"),
+        "a line of the request's span carries its ids: {log}"
+    );
+    for line in &lines {
+        assert!(line["timestamp"].is_string() && line["level"].is_string() && line["target"].is_string(), "{line}");
+    }
+    assert!(!log.contains(SECRET) && !log.contains(API_KEY), "{log}");
+}
+
+/// `[observability]` alone, over gRPC to the collector's `TraceService`: a request without a
+/// `traceparent` starts its own trace, and the model call of the turn it delivered is its
+/// child; a failed request's span says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_config_section_exports_over_grpc_and_a_request_without_traceparent_starts_a_trace() {
+    let (otlp_url, received) = otlp::grpc_receiver().await;
+    let h = HarnessProcess::start(HarnessOptions {
+        extra_config: format!(
+            "[observability]\notlp_endpoint = \"{otlp_url}\"\notlp_protocol = \"grpc\"\nservice_name = \"from-config\"\n"
+        ),
+        env: vec![("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into())],
+        ..Default::default()
+    })
+    .await;
+    let client = h.client();
+    let answer = client.send(contract_tests::user_text("hello"), json!({"returnImmediately": false})).await;
+    let task = answer["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{answer:#}")).to_string();
+    let missing = client.rpc("GetTask", json!({"id": "no-such-task"})).await;
+    assert!(missing.get("error").is_some(), "{missing:#}");
+
+    let spans = received
+        .until("the two requests and the echo turn", |spans| {
+            named(spans, "SendMessage").len() == 1
+                && named(spans, "GetTask").len() == 1
+                && !named(spans, "chat").is_empty()
+        })
+        .await;
+    let request = one(&spans, "SendMessage");
+    assert_eq!(request.parent_span_id, "", "no traceparent came in: a root span");
+    assert_eq!(request.service, "from-config", "`observability.service_name`");
+    assert_eq!(request.attr("task_id"), Some(task.as_str()));
+    let chat = one(&spans, "chat");
+    assert_eq!(
+        (chat.trace_id.as_str(), chat.parent_span_id.as_str()),
+        (request.trace_id.as_str(), request.span_id.as_str())
+    );
+    assert_eq!(chat.attr("gen_ai.provider.name"), Some("tiny-harness"), "echo is the harness's own");
+    assert_eq!(chat.attr("gen_ai.input.messages"), None, "record_content is off by default");
+    let failed = one(&spans, "GetTask");
+    assert_eq!(failed.attr("a2a.outcome"), Some("TASK_NOT_FOUND"));
+    assert_eq!(failed.status, "Error");
+    assert_ne!(failed.trace_id, request.trace_id, "each request its own trace");
+}

@@ -1,0 +1,107 @@
+//! The spans of a model call and a tool call (issue 32), by the OpenTelemetry GenAI semantic
+//! conventions. A call joins the trace of the request that delivered its turn's message: the
+//! W3C `traceparent` the workflow recorded with the message travels in the activity's input.
+//! With traces off there is no `traceparent` and no OpenTelemetry layer: the spans are
+//! ordinary `tracing` spans, as cheap as any other.
+
+use tracing::Span;
+
+/// Makes `span` a child of `traceparent` (none: it stays where it is).
+pub(crate) fn join(span: &Span, traceparent: Option<&str>) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let Some(traceparent) = traceparent else { return };
+    let carrier = std::collections::HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
+    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
+    let _ = span.set_parent(parent);
+}
+
+/// A model call's span: `chat <model>`, a client span naming the provider and the model;
+/// [`model_done`] adds what the call answered.
+pub(crate) fn model_span(provider: &str, model: &str, task_id: &str, turn: u32, round: u32) -> Span {
+    tracing::info_span!(
+        "chat",
+        "otel.name" = format!("chat {model}").trim_end(),
+        "otel.kind" = "client",
+        "otel.status_code" = tracing::field::Empty,
+        "gen_ai.operation.name" = "chat",
+        "gen_ai.provider.name" = provider,
+        "gen_ai.request.model" = model,
+        "gen_ai.usage.input_tokens" = tracing::field::Empty,
+        "gen_ai.usage.output_tokens" = tracing::field::Empty,
+        "gen_ai.response.finish_reasons" = tracing::field::Empty,
+        "gen_ai.server.time_to_first_token" = tracing::field::Empty,
+        "gen_ai.input.messages" = tracing::field::Empty,
+        "gen_ai.output.messages" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        task_id,
+        turn,
+        round,
+    )
+}
+
+/// What a model call answered, on its span: tokens, why it finished (`tool_calls`, `stop`,
+/// or the state the provider ended the task in), or the error's kind.
+pub(crate) fn model_done(span: &Span, reply: &Result<crate::ModelReply, temporalio_sdk::activities::ActivityError>) {
+    match reply {
+        Ok(reply) => {
+            if let Some(usage) = reply.usage {
+                span.record("gen_ai.usage.input_tokens", usage.prompt_tokens);
+                span.record("gen_ai.usage.output_tokens", usage.completion_tokens);
+            }
+            let finish = match &reply.finish {
+                _ if !reply.tool_calls.is_empty() => "tool_calls".to_string(),
+                Some(finish) => format!("{:?}", finish.state),
+                None => "stop".to_string(),
+            };
+            span.record("gen_ai.response.finish_reasons", finish);
+        }
+        Err(e) => {
+            span.record("otel.status_code", "error");
+            span.record("error.type", error_kind(e));
+        }
+    }
+}
+
+/// A tool call's span: `execute_tool <name>`.
+pub(crate) fn tool_span(tool: &str, call_id: &str, task_id: &str, turn: u32) -> Span {
+    tracing::info_span!(
+        "execute_tool",
+        "otel.name" = format!("execute_tool {tool}"),
+        "otel.kind" = "internal",
+        "otel.status_code" = tracing::field::Empty,
+        "gen_ai.operation.name" = "execute_tool",
+        "gen_ai.tool.name" = tool,
+        "gen_ai.tool.call.id" = call_id,
+        "tool.outcome" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        task_id,
+        turn,
+    )
+}
+
+/// How a tool call ended, on its span: `ok`, `error` (the model reads why) or `failed` (the
+/// activity failed: a timeout, a cancel).
+pub(crate) fn tool_done(span: &Span, result: &Result<crate::ToolResult, temporalio_sdk::activities::ActivityError>) {
+    let outcome = match result {
+        Ok(r) if r.is_error => "error",
+        Ok(_) => "ok",
+        Err(e) => {
+            span.record("error.type", error_kind(e));
+            "failed"
+        }
+    };
+    span.record("tool.outcome", outcome);
+    if outcome != "ok" {
+        span.record("otel.status_code", "error");
+    }
+}
+
+/// An activity error's kind, never its text (which may quote a model's or a tool's output).
+fn error_kind(e: &temporalio_sdk::activities::ActivityError) -> &'static str {
+    use temporalio_sdk::activities::ActivityError as E;
+    match e {
+        E::Cancelled { .. } => "cancelled",
+        E::Application(_) => "application",
+        _ => "other",
+    }
+}
