@@ -76,6 +76,13 @@ def authorization(ctx: Context) -> str:
     return f"called with {value}"
 
 
+@server.tool(annotations=READ_ONLY)
+def traceparent(ctx: Context) -> str:
+    """The W3C traceparent the call carried in its `_meta` (tests/traces.rs)."""
+    meta = ctx.request_context.meta or {}
+    return f"traceparent {meta.get('traceparent', '(none)')}"
+
+
 @server.tool()
 def broken() -> str:
     """Always fails."""

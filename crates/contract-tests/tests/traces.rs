@@ -65,7 +65,9 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
     })
     .await;
 
-    let text = format!("Where is the tea? My password is {SECRET}.\n@call notes__lookup {{\"key\": \"tea\"}}");
+    let text = format!(
+        "Where is the tea? My password is {SECRET}.\n@call notes__lookup {{\"key\": \"tea\"}}\n@call notes__traceparent {{}}"
+    );
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
         "message": {"messageId": "traced-1", "role": "ROLE_USER", "parts": [{"text": text}]},
         "configuration": {"returnImmediately": false}}});
@@ -89,6 +91,7 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
             named(spans, "SendMessage").len() == 1
                 && named(spans, "chat m").len() == 2
                 && named(spans, "execute_tool notes__lookup").len() == 1
+                && named(spans, "execute_tool notes__traceparent").len() == 1
         })
         .await;
     let ours: Vec<&Span> = spans.iter().filter(|s| s.trace_id == TRACE).collect();
@@ -130,17 +133,21 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
     let answering = chats.iter().find(|c| c.attr("round") == Some("1")).unwrap();
     let ttft: f64 = answering.attr("gen_ai.server.time_to_first_token").unwrap_or_default().parse().unwrap();
     assert!(ttft > 0.0 && ttft < 30.0, "time to first token, in seconds: {ttft}");
-    assert!(
-        answering.attr("gen_ai.output.messages").unwrap_or_default().starts_with("Tools said: tea is on the top shelf"),
-        "{answering:#?}"
-    );
+    let said = answering.attr("gen_ai.output.messages").unwrap_or_default();
+    assert!(said.starts_with("Tools said: tea is on the top shelf | traceparent 00-"), "{answering:#?}");
 
-    // The tool call, under the request too.
+    // The tool calls, under the request too; the MCP server got each call's own context.
     let tool = one(&spans, "execute_tool notes__lookup");
     assert_eq!((tool.trace_id.as_str(), tool.parent_span_id.as_str()), (TRACE, request.span_id.as_str()));
     assert_eq!(tool.attr("gen_ai.tool.name"), Some("notes__lookup"));
     assert_eq!(tool.attr("tool.outcome"), Some("ok"));
     assert!(tool.attr("gen_ai.tool.call.id").is_some_and(|id| id.starts_with("call_0_")), "{tool:#?}");
+    let asked = one(&spans, "execute_tool notes__traceparent");
+    assert_eq!(asked.parent_span_id, request.span_id);
+    assert!(
+        said.ends_with(&format!("traceparent 00-{TRACE}-{}-01", asked.span_id)),
+        "the MCP server read the tool call's traceparent in `_meta`: {said}"
+    );
 
     // Nothing secret was exported: neither the configured secret nor the model's key.
     let raw = String::from_utf8_lossy(&received.raw()).to_string();

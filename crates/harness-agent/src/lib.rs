@@ -16,6 +16,7 @@ pub mod models;
 pub mod redaction;
 pub mod tools;
 mod trace;
+pub use trace::current_traceparent;
 
 pub use activities::Activities;
 

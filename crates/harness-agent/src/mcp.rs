@@ -239,12 +239,15 @@ impl McpSource {
             }
             state.service.as_ref().map(|s| s.peer().clone()).ok_or("the MCP source is down")?
         };
-        let params = CallToolRequestParams {
-            meta: None,
-            name: name.into(),
-            arguments: arguments.as_object().cloned(),
-            task: None,
-        };
+        // The call's trace context, as MCP carries it (`params._meta.traceparent`), over stdio and
+        // HTTP alike: the server's spans can join the harness's trace (issue 32).
+        let meta = crate::current_traceparent().map(|tp| {
+            let mut meta = rmcp::model::Meta::new();
+            meta.0.insert("traceparent".into(), tp.into());
+            meta
+        });
+        let params =
+            CallToolRequestParams { meta, name: name.into(), arguments: arguments.as_object().cloned(), task: None };
         let result = match peer.call_tool(params).await {
             Ok(result) => result,
             // The server answered with an error: the connection is fine.

@@ -6,6 +6,19 @@
 
 use tracing::Span;
 
+/// The W3C `traceparent` of the span the caller runs in, when traces are on and it has one:
+/// what a message carries into its workflow, and a tool call to an MCP server.
+pub fn current_traceparent() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    let cx = opentelemetry::Context::current();
+    if !cx.span().span_context().is_valid() {
+        return None;
+    }
+    let mut carrier = std::collections::HashMap::new();
+    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut carrier));
+    carrier.remove("traceparent")
+}
+
 /// Makes `span` a child of `traceparent` (none: it stays where it is).
 pub(crate) fn join(span: &Span, traceparent: Option<&str>) {
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;

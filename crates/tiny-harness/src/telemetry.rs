@@ -271,18 +271,6 @@ impl tracing::field::Visit for Fields<'_> {
     }
 }
 
-/// The W3C `traceparent` of the span the caller runs in, when traces are on and it has one.
-pub fn current_traceparent() -> Option<String> {
-    use opentelemetry::trace::TraceContextExt as _;
-    let cx = opentelemetry::Context::current();
-    if !cx.span().span_context().is_valid() {
-        return None;
-    }
-    let mut carrier = std::collections::HashMap::new();
-    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut carrier));
-    carrier.remove("traceparent")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

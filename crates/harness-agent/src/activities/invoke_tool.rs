@@ -49,8 +49,10 @@ pub(super) async fn run(
     if let Some(why) = tools.refusal(&context, &call.name, &arguments).await {
         return Ok(answer(redactor.text(&format!("the call of `{}` was refused: {why}", call.name)), true));
     }
-    // The tool runs in a task of its own, so a panic is its error and not the worker's.
-    let mut running = tokio::spawn(tool.call(context, arguments));
+    // The tool runs in a task of its own, so a panic is its error and not the worker's; in
+    // the call's span, so what it calls out to joins the trace (issue 32).
+    let mut running =
+        tokio::spawn(tracing::Instrument::instrument(tool.call(context, arguments), tracing::Span::current()));
     let mut beat = tokio::time::interval(HEARTBEAT);
     let outcome = loop {
         tokio::select! {

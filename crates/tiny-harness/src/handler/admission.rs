@@ -392,7 +392,7 @@ impl HarnessHandler {
             kind: kind.clone(),
             sender: caller.id().map(String::from),
             // The request's trace, which the turn's model and tool calls join (issue 32).
-            trace: crate::telemetry::current_traceparent(),
+            trace: harness_agent::current_traceparent(),
         };
         let brief = target.brief.unwrap_or_default();
         let model = brief.model.clone().unwrap_or_else(|| s.model.clone());
