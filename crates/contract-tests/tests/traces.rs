@@ -216,3 +216,90 @@ async fn the_config_section_exports_over_grpc_and_a_request_without_traceparent_
     assert_eq!(failed.status, "Error");
     assert_ne!(failed.trace_id, request.trace_id, "each request its own trace");
 }
+
+/// SendMessage of `text` (to `task`, when given) carrying `traceparent`; the answer's result.
+async fn send_traced(base: &str, task: Option<&str>, text: &str, traceparent: &str) -> Value {
+    let mut message = json!({"messageId": format!("m-{}", text.len()), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(task) = task {
+        message["taskId"] = json!(task);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}});
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{base}/a2a/jsonrpc"))
+        .header("A2A-Version", "1.0")
+        .header("traceparent", traceparent)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["result"]["task"].clone()
+}
+
+/// Delegation crosses harnesses in one trace: `/delegate` on harness A (under the client's
+/// `traceparent`) sends the brief to harness B with the W3C `traceparent` of A's client span,
+/// and B's request span is that span's child.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delegated_brief_carries_the_trace_to_the_remote_agent() {
+    let (otlp_url, received) = otlp::http_receiver().await;
+    let otel = |service: &str| {
+        vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), otlp_url.clone()),
+            ("OTEL_SERVICE_NAME".to_string(), service.to_string()),
+            ("OTEL_BSP_SCHEDULE_DELAY".to_string(), "100".to_string()),
+        ]
+    };
+    let (pa, pb) = (tiny_harness::temporal_dev::free_port(), tiny_harness::temporal_dev::free_port());
+    let agent = |id: &str, port: u16| {
+        format!("[[agents]]\nid = \"{id}\"\nurl = \"http://127.0.0.1:{port}/.well-known/agent-card.json\"\n\n")
+    };
+    let _b = HarnessProcess::start(HarnessOptions {
+        port: Some(pb),
+        agent_extra: "id = \"agent-b\"\n".into(),
+        extra_config: agent("a", pa),
+        env: otel("agent-b"),
+        ..Default::default()
+    })
+    .await;
+    let a = HarnessProcess::start(HarnessOptions {
+        port: Some(pa),
+        agent_extra: "id = \"agent-a\"\n".into(),
+        extra_config: agent("b", pb),
+        env: otel("agent-a"),
+        ..Default::default()
+    })
+    .await;
+    let parent = send_traced(&a.base_url, None, "plan the trip", &format!("00-{TRACE}-{PARENT}-01")).await;
+    let parent_id = parent["id"].as_str().unwrap_or_else(|| panic!("{parent:#}")).to_string();
+    let other = "0af7651916cd43dd8448eb211c80319c";
+    let reply =
+        send_traced(&a.base_url, Some(&parent_id), "/delegate b book the train", &format!("00-{other}-{PARENT}-01"))
+            .await;
+    assert!(reply["status"]["message"]["metadata"]["task_ref"].is_string(), "{reply:#}");
+
+    let spans = received
+        .until("the brief's client span on A and its request span on B", |spans| {
+            spans.iter().any(|s| s.name == "A2A SendMessage b")
+                && spans.iter().any(|s| s.service == "agent-b" && s.name == "SendMessage")
+        })
+        .await;
+    let out = one(&spans, "A2A SendMessage b");
+    assert_eq!((out.service.as_str(), out.kind.as_str()), ("agent-a", "Client"));
+    let delegating = spans
+        .iter()
+        .find(|s| s.service == "agent-a" && s.name == "SendMessage" && s.trace_id == other)
+        .unwrap_or_else(|| panic!("the /delegate request's span on A: {spans:#?}"));
+    assert_eq!(
+        (out.trace_id.as_str(), out.parent_span_id.as_str()),
+        (other, delegating.span_id.as_str()),
+        "the brief is sent under the message that delegated, not the one that opened the task"
+    );
+    let remote = spans.iter().find(|s| s.service == "agent-b" && s.name == "SendMessage").unwrap();
+    assert_eq!(
+        (remote.trace_id.as_str(), remote.parent_span_id.as_str()),
+        (other, out.span_id.as_str()),
+        "B honours the traceparent A sent"
+    );
+}

@@ -75,6 +75,19 @@ pub(crate) fn model_done(span: &Span, reply: &Result<crate::ModelReply, temporal
     }
 }
 
+/// The span of a brief sent to a remote agent on delegation: a client span whose
+/// `traceparent` the request carries, so the remote agent's spans join the trace.
+pub(crate) fn remote_span(agent: &str, stand_in: &str) -> Span {
+    tracing::info_span!(
+        "delegate",
+        "otel.name" = format!("A2A SendMessage {agent}"),
+        "otel.kind" = "client",
+        "a2a.operation" = "SendMessage",
+        "a2a.agent" = agent,
+        task_id = stand_in,
+    )
+}
+
 /// A tool call's span: `execute_tool <name>`.
 pub(crate) fn tool_span(tool: &str, call_id: &str, task_id: &str, turn: u32) -> Span {
     tracing::info_span!(

@@ -528,6 +528,10 @@ pub struct StandIn {
     /// Who asked for the sub-task (the `/delegate` sender), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_by: Option<String>,
+    /// The W3C `traceparent` of the message that delegated (issue 32): the brief's request
+    /// to the remote agent joins its trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// A sub-task as its parent knows it (the parent's state, carried across runs).
@@ -575,6 +579,10 @@ pub struct RemoteSend {
     pub brief: String,
     /// Whether the remote task should be followed by push (the push route is on).
     pub push: bool,
+    /// The W3C `traceparent` of the message that delegated (issue 32): the brief's request
+    /// to the remote agent joins its trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// The remote task as one look at it saw it.

@@ -175,7 +175,10 @@ impl Activities {
         _ctx: ActivityContext,
         input: RemoteSend,
     ) -> Result<RemoteStarted, ActivityError> {
-        self.remotes()?.send(input).await
+        // The brief's request joins the trace of the message that delegated (issue 32).
+        let span = crate::trace::remote_span(&input.agent, &input.stand_in);
+        crate::trace::join(&span, input.trace.as_deref());
+        self.remotes()?.send(input).instrument(span).await
     }
 
     /// Looks at a remote task: once, or subscribing until it changes (issue 19).

@@ -146,6 +146,10 @@ impl Remotes {
         for (name, value) in &agent.headers {
             request = request.header(name, value);
         }
+        // The W3C trace context of the span this runs in (the brief's, when traces are on).
+        if let Some(traceparent) = crate::current_traceparent() {
+            request = request.header("traceparent", traceparent);
+        }
         request.header("A2A-Version", "1.0")
     }
 

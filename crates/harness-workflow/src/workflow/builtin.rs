@@ -37,9 +37,10 @@ pub(super) async fn run(
     ctx: &WorkflowContext<TaskWorkflow>,
     turn: u32,
     call: &ToolCall,
+    trace: Option<&str>,
 ) -> WorkflowResult<Result<ToolResult, Cut>> {
     if call.name == DELEGATE {
-        return delegate(ctx, call).await;
+        return delegate(ctx, call, trace).await;
     }
     if call.name == EMIT_UI {
         return emit_ui(ctx, call).await.map(Ok);
@@ -110,7 +111,11 @@ async fn emit_ui(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> Workfl
 /// (its stand-in, a child workflow, follows the remote task); the turn waits, WORKING, for
 /// its result, which the model reads. The result is recorded in the history too, as a
 /// `/delegate` result is, for later turns.
-async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> WorkflowResult<Result<ToolResult, Cut>> {
+async fn delegate(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    call: &ToolCall,
+    trace: Option<&str>,
+) -> WorkflowResult<Result<ToolResult, Cut>> {
     let started = ctx.workflow_time();
     let agents = ctx.state(|s| s.input.tools.delegates.clone());
     let result = |content: String, is_error: bool, summary: String| outcome(call, content, is_error, summary);
@@ -127,7 +132,7 @@ async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, call: &ToolCall) -> Workf
         let why = format!("there is no remote agent `{agent}` (the agents are: {})", agents.join(", "));
         return Ok(Ok(result(why, true, summary)));
     }
-    let id = match super::delegate::start_sub_task(ctx, agent, brief, None).await? {
+    let id = match super::delegate::start_sub_task(ctx, agent, brief, None, trace.map(String::from)).await? {
         Ok(id) => id,
         Err(why) => return Ok(Ok(result(why, true, summary))),
     };

@@ -36,7 +36,7 @@ pub fn sub_task_ext_key() -> String {
 pub(super) async fn delegate(ctx: &WorkflowContext<TaskWorkflow>, item: InboxItem, args: String) -> WorkflowResult<()> {
     let (agent, brief) = crate::delegate_args(&args);
     let (agent, brief) = (agent.to_string(), brief.to_string());
-    let started = start_sub_task(ctx, &agent, &brief, item.sender.clone()).await?;
+    let started = start_sub_task(ctx, &agent, &brief, item.sender.clone(), item.trace.clone()).await?;
     let (text, extra, task_ref) = match &started {
         Ok(id) => {
             let tag =
@@ -68,8 +68,9 @@ pub(super) async fn start_sub_task(
     agent: &str,
     brief: &str,
     requested_by: Option<String>,
+    trace: Option<String>,
 ) -> WorkflowResult<Result<String, String>> {
-    let input = ctx.state(|s| s.stand_in_input(agent, brief, requested_by));
+    let input = ctx.state(|s| s.stand_in_input(agent, brief, requested_by, trace));
     let id = input.task_id.clone();
     let options =
         ChildWorkflowOptions::builder().workflow_id(id.clone()).parent_close_policy(ParentClosePolicy::Abandon).build();
@@ -132,7 +133,7 @@ pub(super) async fn stand_in(ctx: &mut WorkflowContext<TaskWorkflow>) -> Workflo
     emit(ctx, StreamResponse::Task(task), Some(head)).await?;
     let send = ctx.state(|s| {
         let si = s.input.stand_in.clone().unwrap_or_default();
-        RemoteSend { agent: si.agent, stand_in: s.head.id.clone(), brief: si.brief, push: true }
+        RemoteSend { agent: si.agent, stand_in: s.head.id.clone(), brief: si.brief, push: true, trace: si.trace }
     });
     let call = ctx.execute_activity(
         activity::RemoteSendBrief,
@@ -212,7 +213,13 @@ impl TaskWorkflow {
     /// The stand-in of a new sub-task: a one-shot on this queue with the parent's context,
     /// its task data naming the parent, the remote agent as assignee and this task's
     /// participants (so they can read it).
-    fn stand_in_input(&self, agent: &str, brief: &str, requested_by: Option<String>) -> TaskInput {
+    fn stand_in_input(
+        &self,
+        agent: &str,
+        brief: &str,
+        requested_by: Option<String>,
+        trace: Option<String>,
+    ) -> TaskInput {
         let id = format!("{}-sub-{}", self.head.id, self.delegation.sub_tasks.len() + 1);
         let first_line = brief.lines().next().unwrap_or_default();
         let name: String = format!("{agent}: {first_line}").chars().take(60).collect();
@@ -242,6 +249,7 @@ impl TaskWorkflow {
                 parent: self.head.id.clone(),
                 brief: brief.to_string(),
                 requested_by,
+                trace,
             }),
             ..Default::default()
         }

@@ -326,7 +326,7 @@ async fn tool_round(
     let mut results = Vec::with_capacity(calls.len());
     for (call, is_builtin) in calls.iter().zip(builtins) {
         let result = if is_builtin {
-            match builtin::run(ctx, turn, call).await? {
+            match builtin::run(ctx, turn, call, trace).await? {
                 Ok(result) => result,
                 Err(cut) => return Ok(Err(cut)),
             }
