@@ -33,9 +33,9 @@ async fn scrape(base: &str) -> String {
 
 /// A message whose model calls a tool moves the counters an operator graphs: the request by
 /// operation, binding and outcome (and its latency), the message accepted, two model calls
-/// (the call, then the answer) with their tokens, the tool call by name and outcome, store
-/// writes; a refused message counts under its reason; the open task shows under its state
-/// and Temporal as up.
+/// (the call, then the answer) with their tokens, the turn by outcome and its duration, the
+/// tool call by name and outcome, store writes; a refused message counts under its reason;
+/// the open task shows under its state and Temporal as up.
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_move_with_a_message_its_model_and_tool_calls_and_a_refusal() {
     let mock = MockOpenAi::start().await;
@@ -95,6 +95,8 @@ async fn metrics_move_with_a_message_its_model_and_tool_calls_and_a_refusal() {
     assert_eq!(moved("harness_model_calls_total", &[("model", "gpt"), ("outcome", "ok")]), 2.0, "{after}");
     assert!(moved("harness_model_tokens_total", &[("model", "gpt"), ("kind", "input")]) > 0.0, "{after}");
     assert!(moved("harness_model_tokens_total", &[("model", "gpt"), ("kind", "output")]) > 0.0, "{after}");
+    assert_eq!(moved("harness_turns_total", &[("outcome", "input_required")]), 1.0, "one turn, parked: {after}");
+    assert_eq!(moved("harness_turn_duration_seconds_count", &[]), 1.0, "{after}");
     assert_eq!(moved("harness_tool_calls_total", &[("tool", "weather"), ("outcome", "ok")]), 1.0, "{after}");
     assert_eq!(moved("harness_tool_call_duration_seconds_count", &[("tool", "weather")]), 1.0, "{after}");
     assert!(moved("harness_store_write_duration_seconds_count", &[]) >= 3.0, "{after}");

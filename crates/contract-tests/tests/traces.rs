@@ -34,7 +34,7 @@ fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
 }
 
 /// One trace from the client's `traceparent` through the request, Temporal and the worker to
-/// both model calls (GenAI attributes: provider, model, tokens, finish reason, time to first
+/// the turn, and under it both model calls (GenAI attributes: provider, model, tokens, finish reason, time to first
 /// token) and the tool call; the message's text on the model's span redacted (record_content
 /// on); no secret anywhere in what was exported; and JSON log lines carrying the trace's ids.
 #[tokio::test(flavor = "multi_thread")]
@@ -92,6 +92,7 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
                 && named(spans, "chat m").len() == 2
                 && named(spans, "execute_tool notes__lookup").len() == 1
                 && named(spans, "execute_tool notes__traceparent").len() == 1
+                && named(spans, "turn").len() == 1
         })
         .await;
     let ours: Vec<&Span> = spans.iter().filter(|s| s.trace_id == TRACE).collect();
@@ -108,10 +109,17 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
     assert_eq!(request.attr("a2a.outcome"), Some("ok"));
     assert_eq!(request.attr("task_id"), Some(task.as_str()));
 
-    // Both model calls: client spans under the request, through Temporal and the worker.
+    // The turn the message started, under the request (through Temporal and the worker).
+    let turn = one(&spans, "turn");
+    assert_eq!((turn.trace_id.as_str(), turn.parent_span_id.as_str()), (TRACE, request.span_id.as_str()));
+    assert_eq!(turn.attr("turn.outcome"), Some("input_required"));
+    assert_eq!(turn.attr("turn"), Some("1"));
+    assert_eq!(turn.attr("task_id"), Some(task.as_str()));
+
+    // Both model calls: client spans under the turn.
     let chats = named(&spans, "chat m");
     for chat in &chats {
-        assert_eq!((chat.trace_id.as_str(), chat.parent_span_id.as_str()), (TRACE, request.span_id.as_str()));
+        assert_eq!((chat.trace_id.as_str(), chat.parent_span_id.as_str()), (TRACE, turn.span_id.as_str()));
         assert_eq!(chat.kind, "Client");
         assert_eq!(chat.attr("gen_ai.operation.name"), Some("chat"));
         assert_eq!(chat.attr("gen_ai.provider.name"), Some("openai"));
@@ -136,14 +144,14 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
     let said = answering.attr("gen_ai.output.messages").unwrap_or_default();
     assert!(said.starts_with("Tools said: tea is on the top shelf | traceparent 00-"), "{answering:#?}");
 
-    // The tool calls, under the request too; the MCP server got each call's own context.
+    // The tool calls, under the turn too; the MCP server got each call's own context.
     let tool = one(&spans, "execute_tool notes__lookup");
-    assert_eq!((tool.trace_id.as_str(), tool.parent_span_id.as_str()), (TRACE, request.span_id.as_str()));
+    assert_eq!((tool.trace_id.as_str(), tool.parent_span_id.as_str()), (TRACE, turn.span_id.as_str()));
     assert_eq!(tool.attr("gen_ai.tool.name"), Some("notes__lookup"));
     assert_eq!(tool.attr("tool.outcome"), Some("ok"));
     assert!(tool.attr("gen_ai.tool.call.id").is_some_and(|id| id.starts_with("call_0_")), "{tool:#?}");
     let asked = one(&spans, "execute_tool notes__traceparent");
-    assert_eq!(asked.parent_span_id, request.span_id);
+    assert_eq!(asked.parent_span_id, turn.span_id);
     assert!(
         said.ends_with(&format!("traceparent 00-{TRACE}-{}-01", asked.span_id)),
         "the MCP server read the tool call's traceparent in `_meta`: {said}"
@@ -174,8 +182,8 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
 }
 
 /// `[observability]` alone, over gRPC to the collector's `TraceService`: a request without a
-/// `traceparent` starts its own trace, and the model call of the turn it delivered is its
-/// child; a failed request's span says so.
+/// `traceparent` starts its own trace, and the turn it delivered (and the turn's model call)
+/// are in it; a failed request's span says so.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_config_section_exports_over_grpc_and_a_request_without_traceparent_starts_a_trace() {
     let (otlp_url, received) = otlp::grpc_receiver().await;
@@ -198,17 +206,20 @@ async fn the_config_section_exports_over_grpc_and_a_request_without_traceparent_
             named(spans, "SendMessage").len() == 1
                 && named(spans, "GetTask").len() == 1
                 && !named(spans, "chat").is_empty()
+                && !named(spans, "turn").is_empty()
         })
         .await;
     let request = one(&spans, "SendMessage");
     assert_eq!(request.parent_span_id, "", "no traceparent came in: a root span");
     assert_eq!(request.service, "from-config", "`observability.service_name`");
     assert_eq!(request.attr("task_id"), Some(task.as_str()));
-    let chat = one(&spans, "chat");
+    let turn = one(&spans, "turn");
     assert_eq!(
-        (chat.trace_id.as_str(), chat.parent_span_id.as_str()),
+        (turn.trace_id.as_str(), turn.parent_span_id.as_str()),
         (request.trace_id.as_str(), request.span_id.as_str())
     );
+    let chat = one(&spans, "chat");
+    assert_eq!((chat.trace_id.as_str(), chat.parent_span_id.as_str()), (turn.trace_id.as_str(), turn.span_id.as_str()));
     assert_eq!(chat.attr("gen_ai.provider.name"), Some("tiny-harness"), "echo is the harness's own");
     assert_eq!(chat.attr("gen_ai.input.messages"), None, "record_content is off by default");
     let failed = one(&spans, "GetTask");

@@ -88,6 +88,38 @@ pub(crate) fn remote_span(agent: &str, stand_in: &str) -> Span {
     )
 }
 
+/// Exports the span of a turn that ended in `state` (issue 32): `turn`, from the turn's start
+/// to now, with the id the workflow derived (its model and tool calls are its children), the
+/// child of the request that delivered its message. Nothing without traces.
+pub(crate) fn turn_ended(mark: &harness_workflow::TurnMark, task_id: &str, state: a2a_types::TaskState) {
+    use opentelemetry::KeyValue;
+    use opentelemetry::trace::{Span as _, SpanId, SpanKind, Status, TraceContextExt as _, Tracer as _};
+    let (Some(parent), Some(id)) = (&mark.parent, &mark.span_id) else { return };
+    let Ok(id) = SpanId::from_hex(id) else { return };
+    let carrier = std::collections::HashMap::from([("traceparent".to_string(), parent.clone())]);
+    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
+    if !parent.span().span_context().is_valid() {
+        return;
+    }
+    let tracer = opentelemetry::global::tracer("tiny-harness");
+    let outcome = crate::metrics::state_label(state);
+    let mut span = tracer
+        .span_builder("turn")
+        .with_span_id(id)
+        .with_kind(SpanKind::Internal)
+        .with_start_time(std::time::UNIX_EPOCH + std::time::Duration::from_millis(mark.started_ms))
+        .with_attributes([
+            KeyValue::new("task_id", task_id.to_string()),
+            KeyValue::new("turn", i64::from(mark.turn)),
+            KeyValue::new("turn.outcome", outcome),
+        ])
+        .start_with_context(&tracer, &parent);
+    if state == a2a_types::TaskState::Failed {
+        span.set_status(Status::error("the turn failed"));
+    }
+    span.end();
+}
+
 /// A tool call's span: `execute_tool <name>`.
 pub(crate) fn tool_span(tool: &str, call_id: &str, task_id: &str, turn: u32) -> Span {
     tracing::info_span!(

@@ -288,6 +288,60 @@ pub struct EmitInput {
     /// store's access list follows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub participants: Option<Vec<(String, String)>>,
+    /// The turn this event ends (its final status), for the turn's metrics and span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnMark>,
+}
+
+/// A model turn as its end reports it (issue 32): when it began and, with traces on, its
+/// span: a child of the request that delivered its message, with an id derived from the
+/// task and the turn (so a replay derives the same), and the parent of the turn's model and
+/// tool calls. The activity that stores the turn's final status exports the span.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnMark {
+    pub turn: u32,
+    /// When the turn began: workflow time, Unix milliseconds.
+    pub started_ms: u64,
+    /// The W3C `traceparent` of the turn's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The turn span's id (16 hex digits), when there is a parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
+}
+
+impl TurnMark {
+    /// Turn `turn` of `task_id`, begun at `started`, for the message delivered under `parent`.
+    pub fn new(task_id: &str, turn: u32, started: Option<std::time::SystemTime>, parent: Option<&str>) -> Self {
+        let started_ms =
+            started.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_millis() as u64);
+        let parent = parent.filter(|p| traceparent_parts(p).is_some()).map(String::from);
+        // FNV-1a of the task id and the turn: the same on every replay, never zero.
+        let span_id = parent.as_ref().map(|_| {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in task_id.bytes().chain(turn.to_be_bytes()) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            format!("{:016x}", h.max(1))
+        });
+        Self { turn, started_ms, parent, span_id }
+    }
+
+    /// The `traceparent` of what the turn runs (its model and tool calls, a delegation): the
+    /// turn span as their parent. `None` without traces.
+    pub fn child_trace(&self) -> Option<String> {
+        let (trace_id, _, flags) = traceparent_parts(self.parent.as_deref()?)?;
+        Some(format!("00-{trace_id}-{}-{flags}", self.span_id.as_deref()?))
+    }
+}
+
+/// A W3C `traceparent`'s trace id, parent id and flags (version 00 only).
+fn traceparent_parts(traceparent: &str) -> Option<(&str, &str, &str)> {
+    let mut parts = traceparent.split('-');
+    let (version, trace_id, span_id, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    (version == "00" && parts.next().is_none() && hex(trace_id, 32) && hex(span_id, 16) && hex(flags, 2))
+        .then_some((trace_id, span_id, flags))
 }
 
 /// The `log` query's answer: where the workflow's committed log ends, for the reconciler

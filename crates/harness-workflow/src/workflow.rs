@@ -102,6 +102,8 @@ struct Work {
     turn: u32,
     /// A turn is running (between taking a message and its final status).
     in_turn: bool,
+    /// The running turn's mark, for the event that ends it (issue 32).
+    turn_mark: Option<crate::TurnMark>,
     /// A brief alone opened the task (S22): it opens with nothing for its model.
     brief_only: bool,
 }

@@ -75,6 +75,12 @@ fn describe() {
     describe_counter!(harness_agent::metrics::MODEL_CALLS, "Model calls by model and outcome");
     describe_histogram!(harness_agent::metrics::MODEL_CALL_SECONDS, metrics::Unit::Seconds, "Model call duration");
     describe_counter!(harness_agent::metrics::MODEL_TOKENS, "Model tokens by model and kind");
+    describe_counter!(harness_agent::metrics::TURNS, "Model turns ended, by the state they ended in");
+    describe_histogram!(
+        harness_agent::metrics::TURN_SECONDS,
+        metrics::Unit::Seconds,
+        "Turn duration, start to final status"
+    );
     describe_counter!(harness_agent::metrics::TOOL_CALLS, "Tool calls by tool and outcome");
     describe_histogram!(harness_agent::metrics::TOOL_CALL_SECONDS, metrics::Unit::Seconds, "Tool call duration");
     describe_counter!(harness_push::PUSH_DELIVERIES, "Push posts by outcome");

@@ -30,8 +30,17 @@ pub(super) async fn run(
             .map(|(history, artifacts)| Stored { history: i64::from(history), artifacts: i64::from(artifacts) }),
         ..NewEvent::new(input.task_id, input.key, input.event, input.task_queue)
     };
+    let ending = input.turn.zip(match &event.event {
+        a2a_types::StreamResponse::StatusUpdate(update) => Some(update.status.state),
+        _ => None,
+    });
     match store.append(&event).await {
         Ok(appended) => {
+            // The turn's end (issue 32): its count and duration, and its span.
+            if let Some((turn, state)) = ending {
+                crate::metrics::turn(&turn, state);
+                crate::trace::turn_ended(&turn, &event.task_id, state);
+            }
             // The append put the event in the push outbox (the Task or a status event of a
             // task with push configs); a retry's was put there by its first append.
             if let Some(pusher) = pusher.filter(|_| appended.pushes) {

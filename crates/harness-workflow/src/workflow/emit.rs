@@ -59,7 +59,9 @@ pub(super) async fn set_status_full(
         m.insert(status_ext_key(), status);
         m
     });
-    let (event, snapshot) = ctx.state_mut(|s| {
+    let (event, snapshot, turn) = ctx.state_mut(|s| {
+        // A final status ends the running turn, if any: its mark goes with the event.
+        let turn = state.is_final().then(|| s.work.turn_mark.take()).flatten();
         if state.is_final() {
             s.work.in_turn = false;
         }
@@ -80,12 +82,12 @@ pub(super) async fn set_status_full(
             status: s.head.status.clone(),
             metadata,
         });
-        (event, s.head.clone())
+        (event, s.head.clone(), turn)
     });
     // The stored snapshot serves reads once the workflow is gone; the final status of a
     // turn (and a terminal one) is what such a read must see. WORKING updates the state only.
     let snapshot = state.is_final().then_some(snapshot);
-    emit(ctx, event, snapshot).await
+    emit_ending(ctx, event, snapshot, turn).await
 }
 
 /// Emits one event through the `emit_event` local activity; the store assigns its seq. The
@@ -96,6 +98,16 @@ pub(super) async fn emit(
     ctx: &WorkflowContext<TaskWorkflow>,
     event: StreamResponse,
     snapshot: Option<Task>,
+) -> WorkflowResult<()> {
+    emit_ending(ctx, event, snapshot, None).await
+}
+
+/// [`emit`] of the event that ends `turn` (its final status).
+async fn emit_ending(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    event: StreamResponse,
+    snapshot: Option<Task>,
+    turn: Option<crate::TurnMark>,
 ) -> WorkflowResult<()> {
     let (input, sent) = ctx.state_mut(|s| {
         s.log.next_key += 1;
@@ -115,6 +127,7 @@ pub(super) async fn emit(
             artifacts,
             stored_before,
             participants: s.log.changed_participants.take(),
+            turn,
         };
         (input, sent)
     });

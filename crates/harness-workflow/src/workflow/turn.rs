@@ -202,8 +202,12 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     if !item.skip_working {
         set_status(ctx, TaskState::Working, None, None).await?;
     }
+    // The turn's mark: its start and span, whose child its model and tool calls are.
+    let mark = ctx.state(|s| crate::TurnMark::new(&s.head.id, turn, ctx.workflow_time(), item.trace.as_deref()));
+    let trace = mark.child_trace();
+    ctx.state_mut(|s| s.work.turn_mark = Some(mark));
     let mut model_turn = ctx.state(|s| s.model_turn(position, turn));
-    model_turn.trace = item.trace.clone();
+    model_turn.trace = trace.clone();
     let artifact_id = model_turn.artifact_id.clone();
     // The usage of the turn's rounds before the last (issue 29).
     let mut used: Option<crate::TokenUsage> = None;
@@ -241,7 +245,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
                 }
                 used = reply.usage;
                 let calls = std::mem::take(&mut reply.tool_calls);
-                let results = match tool_round(ctx, turn, &calls, item.trace.as_deref()).await? {
+                let results = match tool_round(ctx, turn, &calls, trace.as_deref()).await? {
                     Ok(results) => results,
                     Err(Cut::Cancel) => {
                         set_status(ctx, TaskState::Canceled, None, None).await?;
