@@ -30,10 +30,14 @@
 //!   worker, and messages/s with the harness's CPU per message on one instance and on two
 //!   (issue 20).
 //!
+//! - observability (issue 32): the harness's CPU per message with metrics and traces off,
+//!   with metrics on (the default), and with traces exported too.
+//!
 //! Flags: `--samples N` (default 40), `--seconds S` per throughput phase (default 10),
 //! `--parked N` (1,000), `--long N` (10,000; 0 skips it), `--openai N` (the samples of the
 //! openai phase, default `--samples`; 0 skips it, e.g. for a harness older than issue 17),
-//! `--tools N` (the samples of the tool phase, default `--samples`; 0 skips it).
+//! `--tools N` (the samples of the tool phase, default `--samples`; 0 skips it),
+//! `--observability S` (seconds of each configuration, default `--seconds`; 0 skips it).
 //! Latency samples are taken in turns (floor, streaming, blocking) and throughput in 2 s
 //! turns (raw, raw update-with-start, turn-shaped, harness), so the dev server's fast and slow spells
 //! fall on every measure alike.
@@ -42,6 +46,7 @@ mod floor;
 mod harness;
 mod instances;
 mod long;
+mod observability;
 mod openai;
 mod reads;
 mod tools;
@@ -262,6 +267,13 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
+    let observability_secs = arg("--observability", seconds);
+    let cost = if observability_secs > 0 {
+        eprintln!("bench: CPU per message with metrics and traces off / metrics on / traces on too, 16 tasks each");
+        Some(observability::measure(&http, &bin, &server.address, dir.path(), observability_secs).await?)
+    } else {
+        None
+    };
     let scale = match std::env::var("TINY_HARNESS_BENCH_POSTGRES") {
         Ok(url) if !url.is_empty() => {
             eprintln!("bench: two instances on one Postgres: subscriber lag, then messages/s on one and two instances");
@@ -431,6 +443,18 @@ async fn main() -> anyhow::Result<()> {
         turns * 2 * cores,
     );
     let per = |c: f64| c * 1000.0 / harness_n.max(1) as f64;
+    if let Some(cost) = cost {
+        let [off, metrics, traces] = cost.cpu_ms;
+        println!(
+            "| harness CPU per message, 16 tasks: metrics and traces off / metrics on (default) / metrics and traces on ({} spans exported) | {off:.2} / {metrics:.2} / {traces:.2} ms ({:.0} / {:.0} / {:.0} messages/s) | {:.2}x / {:.2}x off | |",
+            cost.spans,
+            cost.rate[0],
+            cost.rate[1],
+            cost.rate[2],
+            metrics / off.max(1e-9),
+            traces / off.max(1e-9),
+        );
+    }
     println!(
         "| CPU per message in the 16-task phase: harness / Temporal server / bench client | {:.2} / {:.2} / {:.2} ms | {:.0}% of {} core-seconds used | |",
         per(cpu.0),
