@@ -124,6 +124,8 @@ pub struct HarnessOptions {
     pub task_queue: Option<String>,
     /// TOML lines added to the `[temporal]` section (e.g. `tls_ca_file = "..."`).
     pub temporal_extra: String,
+    /// Arguments after `serve --config .. --data-dir ..` (e.g. `--log-format json`).
+    pub args: Vec<String>,
 }
 
 impl Default for HarnessOptions {
@@ -147,6 +149,7 @@ impl Default for HarnessOptions {
             port: None,
             task_queue: None,
             temporal_extra: String::new(),
+            args: Vec::new(),
         }
     }
 }
@@ -164,6 +167,7 @@ pub struct HarnessProcess {
     store_url: Option<String>,
     env: Vec<(String, String)>,
     temporal: String,
+    args: Vec<String>,
 }
 
 /// A fixed push key for test harnesses (32 bytes, base64).
@@ -222,6 +226,7 @@ impl HarnessProcess {
             store_url: opts.store_url.clone(),
             env: opts.env.clone(),
             temporal: opts.temporal.clone().unwrap_or_else(|| temporal_address().to_string()),
+            args: opts.args.clone(),
         };
         h.spawn().await;
         h
@@ -242,6 +247,7 @@ impl HarnessProcess {
             .arg(&self.config_path)
             .arg("--data-dir")
             .arg(self.data_dir.path())
+            .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)

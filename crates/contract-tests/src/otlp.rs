@@ -41,11 +41,18 @@ impl Span {
 pub struct Received {
     spans: Arc<Mutex<Vec<Span>>>,
     raw: Arc<Mutex<Vec<u8>>>,
+    /// The `authorization` headers the exports came with (HTTP).
+    authorizations: Arc<Mutex<Vec<String>>>,
 }
 
 impl Received {
     pub fn spans(&self) -> Vec<Span> {
         self.spans.lock().unwrap().clone()
+    }
+
+    /// The `authorization` header of each HTTP export.
+    pub fn authorizations(&self) -> Vec<String> {
+        self.authorizations.lock().unwrap().clone()
     }
 
     /// Every byte the receiver was sent, for a search.
@@ -130,6 +137,9 @@ pub async fn http_receiver() -> (String, Received) {
                 }
                 match ExportTraceServiceRequest::decode(body.as_ref()) {
                     Ok(request) => {
+                        if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+                            keep.authorizations.lock().unwrap().push(v.to_string());
+                        }
                         keep.take(request, &body);
                         (StatusCode::OK, ExportTraceServiceResponse::default().encode_to_vec())
                     }

@@ -19,6 +19,7 @@ fn python() -> PathBuf {
 }
 
 const API_KEY: &str = "sk-trace-4f1e9a0c7b";
+const COLLECTOR_KEY: &str = "otlp-key-2c9d51";
 const SECRET: &str = "hunter2-trace-8d3b";
 const TRACE: &str = "5bf4a1c3d2e6f7081928374655a6b7c8";
 const PARENT: &str = "a1b2c3d4e5f60718";
@@ -34,9 +35,11 @@ fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
 }
 
 /// One trace from the client's `traceparent` through the request, Temporal and the worker to
-/// the turn, and under it both model calls (GenAI attributes: provider, model, tokens, finish reason, time to first
-/// token) and the tool call; the message's text on the model's span redacted (record_content
-/// on); no secret anywhere in what was exported; and JSON log lines carrying the trace's ids.
+/// the turn, and under it both model calls (GenAI attributes: provider, model, tokens, finish
+/// reason, time to first token) and both tool calls, the MCP server reading the call's own
+/// context; the message's text on the model's span redacted (record_content on); no secret
+/// anywhere in what was exported or logged; the collector's key (OTEL_EXPORTER_OTLP_HEADERS)
+/// sent to it; and JSON log lines carrying the trace's ids.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with_no_secret_in_it() {
     let mock = MockOpenAi::start().await;
@@ -57,6 +60,7 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
             ("TEST_TRACE_KEY".into(), API_KEY.into()),
             ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), otlp_url),
             ("OTEL_SERVICE_NAME".into(), "traces-test".into()),
+            ("OTEL_EXPORTER_OTLP_HEADERS".into(), format!("authorization=Bearer {COLLECTOR_KEY}")),
             ("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()),
             // tower-http's request lines are logged inside the request's span.
             ("RUST_LOG".into(), "warn,tiny_harness=info,tower_http=debug".into()),
@@ -123,6 +127,7 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
         assert_eq!(chat.kind, "Client");
         assert_eq!(chat.attr("gen_ai.operation.name"), Some("chat"));
         assert_eq!(chat.attr("gen_ai.provider.name"), Some("openai"));
+        assert_eq!(chat.attr("gen_ai.system"), Some("openai"));
         assert_eq!(chat.attr("gen_ai.request.model"), Some("m"));
         assert_eq!(chat.attr("gen_ai.usage.input_tokens"), Some("12"), "the endpoint's usage");
         assert_eq!(chat.attr("gen_ai.usage.output_tokens"), Some("4"));
@@ -178,7 +183,10 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
     for line in &lines {
         assert!(line["timestamp"].is_string() && line["level"].is_string() && line["target"].is_string(), "{line}");
     }
-    assert!(!log.contains(SECRET) && !log.contains(API_KEY), "{log}");
+    assert!(!log.contains(SECRET) && !log.contains(API_KEY) && !log.contains(COLLECTOR_KEY), "{log}");
+    // OTEL_EXPORTER_OTLP_HEADERS reach the collector (its key), and only the collector.
+    assert!(received.authorizations().iter().all(|a| a == &format!("Bearer {COLLECTOR_KEY}")));
+    assert!(!received.authorizations().is_empty());
 }
 
 /// `[observability]` alone, over gRPC to the collector's `TraceService`: a request without a
@@ -313,4 +321,40 @@ async fn a_delegated_brief_carries_the_trace_to_the_remote_agent() {
         (other, out.span_id.as_str()),
         "B honours the traceparent A sent"
     );
+}
+
+/// `--log-format json` (the flag, traces off): every line a JSON object with its time, level,
+/// target and fields, the request's lines naming their span (no trace ids without traces);
+/// a format the harness does not know is refused naming the flag and the formats.
+#[tokio::test(flavor = "multi_thread")]
+async fn log_format_json_writes_one_object_per_line_and_an_unknown_format_is_refused() {
+    let h = HarnessProcess::start(HarnessOptions {
+        args: vec!["--log-format".into(), "json".into()],
+        env: vec![("RUST_LOG".into(), "warn,tiny_harness=info,tower_http=debug".into())],
+        ..Default::default()
+    })
+    .await;
+    let answer = h.client().send(contract_tests::user_text("hello"), json!({})).await;
+    assert!(answer["result"]["task"]["id"].is_string(), "{answer:#}");
+    let log = h.log();
+    let lines: Vec<Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("tiny-harness is serving") && !l.starts_with("  "))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}\n{log}")))
+        .collect();
+    let request = lines
+        .iter()
+        .find(|l| l["target"] == "tower_http::trace::on_response" && l["span"] == "request")
+        .unwrap_or_else(|| panic!("the request's response line: {log}"));
+    assert!(request["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{request}");
+    assert_eq!(request["level"], "DEBUG");
+    assert!(request.get("trace_id").is_none(), "no trace ids with traces off: {request}");
+
+    let refused = std::process::Command::new(contract_tests::harness_binary())
+        .args(["serve", "--log-format", "yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("--log-format") && said.contains("`yaml` is not a log format: `text` or `json`"), "{said}");
 }

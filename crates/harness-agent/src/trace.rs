@@ -38,6 +38,8 @@ pub(crate) fn model_span(provider: &str, model: &str, task_id: &str, turn: u32, 
         "otel.status_code" = tracing::field::Empty,
         "gen_ai.operation.name" = "chat",
         "gen_ai.provider.name" = provider,
+        // The attribute's name before the conventions renamed it, which some backends read.
+        "gen_ai.system" = provider,
         "gen_ai.request.model" = model,
         "gen_ai.usage.input_tokens" = tracing::field::Empty,
         "gen_ai.usage.output_tokens" = tracing::field::Empty,

@@ -9,7 +9,7 @@
 
 use crate::config::ConfigError;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig as _};
+use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use serde::Deserialize;
 use tracing::{Event, Subscriber};
@@ -185,7 +185,6 @@ pub fn install(
             .with_http()
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
             .with_endpoint(&export.endpoint)
-            .with_headers(Default::default())
             .build()
             .map_err(failed)?,
         OtlpProtocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
