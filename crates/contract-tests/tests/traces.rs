@@ -257,39 +257,35 @@ async fn send_traced(base: &str, task: Option<&str>, text: &str, traceparent: &s
     answer["result"]["task"].clone()
 }
 
+/// A harness `agent-<me>` on `port` whose `[[agents]]` names `peer` (its id and port),
+/// exporting its spans to `otlp` as service `agent-<me>`.
+async fn agent_exporting(me: &str, port: u16, peer: (&str, u16), otlp: &str) -> HarnessProcess {
+    HarnessProcess::start(HarnessOptions {
+        port: Some(port),
+        agent_extra: format!("id = \"agent-{me}\"\n"),
+        extra_config: format!(
+            "[[agents]]\nid = \"{}\"\nurl = \"http://127.0.0.1:{}/.well-known/agent-card.json\"\n\n",
+            peer.0, peer.1
+        ),
+        env: vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), otlp.to_string()),
+            ("OTEL_SERVICE_NAME".into(), format!("agent-{me}")),
+            ("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()),
+        ],
+        ..Default::default()
+    })
+    .await
+}
+
 /// Delegation crosses harnesses in one trace: `/delegate` on harness A (under the client's
 /// `traceparent`) sends the brief to harness B with the W3C `traceparent` of A's client span,
 /// and B's request span is that span's child.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_delegated_brief_carries_the_trace_to_the_remote_agent() {
     let (otlp_url, received) = otlp::http_receiver().await;
-    let otel = |service: &str| {
-        vec![
-            ("OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), otlp_url.clone()),
-            ("OTEL_SERVICE_NAME".to_string(), service.to_string()),
-            ("OTEL_BSP_SCHEDULE_DELAY".to_string(), "100".to_string()),
-        ]
-    };
     let (pa, pb) = (tiny_harness::temporal_dev::free_port(), tiny_harness::temporal_dev::free_port());
-    let agent = |id: &str, port: u16| {
-        format!("[[agents]]\nid = \"{id}\"\nurl = \"http://127.0.0.1:{port}/.well-known/agent-card.json\"\n\n")
-    };
-    let _b = HarnessProcess::start(HarnessOptions {
-        port: Some(pb),
-        agent_extra: "id = \"agent-b\"\n".into(),
-        extra_config: agent("a", pa),
-        env: otel("agent-b"),
-        ..Default::default()
-    })
-    .await;
-    let a = HarnessProcess::start(HarnessOptions {
-        port: Some(pa),
-        agent_extra: "id = \"agent-a\"\n".into(),
-        extra_config: agent("b", pb),
-        env: otel("agent-a"),
-        ..Default::default()
-    })
-    .await;
+    let _b = agent_exporting("b", pb, ("a", pa), &otlp_url).await;
+    let a = agent_exporting("a", pa, ("b", pb), &otlp_url).await;
     let parent = send_traced(&a.base_url, None, "plan the trip", &format!("00-{TRACE}-{PARENT}-01")).await;
     let parent_id = parent["id"].as_str().unwrap_or_else(|| panic!("{parent:#}")).to_string();
     let other = "0af7651916cd43dd8448eb211c80319c";
