@@ -199,13 +199,13 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         s.work.turn
     });
     // A provider may answer a message straight from SUBMITTED (decided at admission).
-    if !item.skip_working {
-        set_status(ctx, TaskState::Working, None, None).await?;
-    }
     // The turn's mark: its start and span, whose child its model and tool calls are.
     let mark = ctx.state(|s| crate::TurnMark::new(&s.head.id, turn, ctx.workflow_time(), item.trace.as_deref()));
     let trace = mark.child_trace();
     ctx.state_mut(|s| s.work.turn_mark = Some(mark));
+    if !item.skip_working {
+        set_status(ctx, TaskState::Working, None, None).await?;
+    }
     let mut model_turn = ctx.state(|s| s.model_turn(position, turn));
     model_turn.trace = trace.clone();
     let artifact_id = model_turn.artifact_id.clone();
