@@ -11,9 +11,10 @@ pub const REQUESTS: &str = "a2a_requests_total";
 /// Seconds from a request's arrival to its answer (a stream: to its first event).
 pub const REQUEST_SECONDS: &str = "a2a_request_duration_seconds";
 
-/// Counts one answered request and its latency, and names them on the request's span. `operation` is the JSON-RPC method
-/// (`unknown` for a method no operation has, so a client cannot add labels).
-/// `error` is what the request was answered with, if it failed.
+/// Counts one answered request and its latency, and names the operation, binding and
+/// outcome on the request's span. `operation` is the JSON-RPC method (`unknown` for a method
+/// no operation has, so a client cannot add labels). `error` is what the request was
+/// answered with, if it failed.
 pub(crate) fn record(operation: &'static str, binding: &'static str, began: Instant, error: Option<&A2AError>) {
     let outcome = error.map_or("ok", |e| e.kind.reason());
     // The request's span (the host's, when it made one): what the trace shows of it.
