@@ -72,23 +72,9 @@ async fn a_message_with_a_model_and_a_tool_call_is_one_trace_over_otlp_http_with
     let text = format!(
         "Where is the tea? My password is {SECRET}.\n@call notes__lookup {{\"key\": \"tea\"}}\n@call notes__traceparent {{}}"
     );
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": {"messageId": "traced-1", "role": "ROLE_USER", "parts": [{"text": text}]},
-        "configuration": {"returnImmediately": false}}});
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{}/a2a/jsonrpc", h.base_url))
-        .header("A2A-Version", "1.0")
-        .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let task = answer["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{answer:#}")).to_string();
-    let state = &answer["result"]["task"]["status"]["state"];
-    assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{answer:#}");
+    let answer = send_traced(&h.base_url, None, &text, &format!("00-{TRACE}-{PARENT}-01")).await;
+    let task = answer["id"].as_str().unwrap_or_else(|| panic!("{answer:#}")).to_string();
+    assert_eq!(answer["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{answer:#}");
 
     let spans = received
         .until("the request, two model calls and a tool call", |spans| {
@@ -236,24 +222,13 @@ async fn the_config_section_exports_over_grpc_and_a_request_without_traceparent_
     assert_ne!(failed.trace_id, request.trace_id, "each request its own trace");
 }
 
-/// SendMessage of `text` (to `task`, when given) carrying `traceparent`; the answer's result.
+/// A blocking SendMessage of `text` (to `task`, when given) carrying `traceparent`; the
+/// answer's task.
 async fn send_traced(base: &str, task: Option<&str>, text: &str, traceparent: &str) -> Value {
-    let mut message = json!({"messageId": format!("m-{}", text.len()), "role": "ROLE_USER", "parts": [{"text": text}]});
-    if let Some(task) = task {
-        message["taskId"] = json!(task);
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}});
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{base}/a2a/jsonrpc"))
-        .header("A2A-Version", "1.0")
-        .header("traceparent", traceparent)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let message = contract_tests::message_from(None, task, json!([{"text": text}]));
+    let answer =
+        contract_tests::rpc_as(base, Some(("traceparent", traceparent)), "SendMessage", json!({"message": message}))
+            .await;
     answer["result"]["task"].clone()
 }
 

@@ -19,13 +19,17 @@ pub fn current_traceparent() -> Option<String> {
     carrier.remove("traceparent")
 }
 
+/// The context a W3C `traceparent` names (empty when it names none or traces are off).
+fn context_of(traceparent: &str) -> opentelemetry::Context {
+    let carrier = std::collections::HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
+    opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier))
+}
+
 /// Makes `span` a child of `traceparent` (none: it stays where it is).
 pub(crate) fn join(span: &Span, traceparent: Option<&str>) {
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     let Some(traceparent) = traceparent else { return };
-    let carrier = std::collections::HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
-    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
-    let _ = span.set_parent(parent);
+    let _ = span.set_parent(context_of(traceparent));
 }
 
 /// A model call's span: `chat <model>`, a client span naming the provider and the model;
@@ -98,8 +102,7 @@ pub(crate) fn turn_ended(mark: &harness_workflow::TurnMark, task_id: &str, state
     use opentelemetry::trace::{Span as _, SpanId, SpanKind, Status, TraceContextExt as _, Tracer as _};
     let (Some(parent), Some(id)) = (&mark.parent, &mark.span_id) else { return };
     let Ok(id) = SpanId::from_hex(id) else { return };
-    let carrier = std::collections::HashMap::from([("traceparent".to_string(), parent.clone())]);
-    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
+    let parent = context_of(parent);
     if !parent.span().span_context().is_valid() {
         return;
     }
