@@ -382,6 +382,11 @@ impl OwnTemporal {
         self.server.address.clone()
     }
 
+    /// What the server wrote to its log (warnings and errors), all its starts.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("t.log")).unwrap_or_default()
+    }
+
     /// SIGKILL, and nothing more.
     pub async fn kill(&mut self) {
         self.server.kill().await;

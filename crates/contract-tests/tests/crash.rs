@@ -23,10 +23,16 @@ async fn slow_harness(ms: u64) -> (OwnTemporal, HarnessProcess) {
     slow_harness_with(ms, HarnessOptions::default()).await
 }
 
+/// The harness's decisions at info level (its reconciler's at debug), for a failing test's
+/// output.
+fn verbose() -> (String, String) {
+    ("RUST_LOG".to_string(), "info,tiny_harness=debug".to_string())
+}
+
 /// [`slow_harness`] with options of the test's own.
 async fn slow_harness_with(ms: u64, opts: HarnessOptions) -> (OwnTemporal, HarnessProcess) {
     let temporal = OwnTemporal::start().await;
-    let env = vec![(FAULT.to_string(), ms.to_string())];
+    let env = vec![(FAULT.to_string(), ms.to_string()), verbose()];
     let h = HarnessProcess::start(HarnessOptions { env, temporal: Some(temporal.address()), ..opts }).await;
     (temporal, h)
 }
@@ -36,9 +42,21 @@ fn reply_of(answer: &Value) -> String {
     answer["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string()
 }
 
-/// One blocking SendMessage as the retrying clients' participant ([`CLIENT`]).
-async fn send_as_client(base: &str, message: Value) -> Value {
-    contract_tests::rpc_as(base, Some(("X-Participant-Id", CLIENT)), "SendMessage", json!({"message": message})).await
+/// One blocking SendMessage as the retrying clients' participant ([`CLIENT`]), sent while
+/// the test kills the harness: the connection cut is what it expects (no answer, no panic).
+async fn send_as_client(base: &str, message: Value) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}});
+    let sent = reqwest::Client::new()
+        .post(format!("{base}/a2a/jsonrpc"))
+        .header("A2A-Version", "1.0")
+        .header("X-Participant-Id", CLIENT)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await;
+    if let Ok(r) = sent {
+        let _ = r.bytes().await;
+    }
 }
 
 /// Sends a message (blocking) until an answer with a task comes back, retrying the same
@@ -46,8 +64,11 @@ async fn send_as_client(base: &str, message: Value) -> Value {
 /// its connection does. The client names itself (`X-Participant-Id`): only an identified
 /// sender's first message is exactly-once (issue 28). Gives up at `deadline`.
 async fn send_until_answered(base: &str, message: &Value, deadline: Instant) -> Option<Value> {
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    // Longer than the harness's own bound on a Temporal call (30 s), so that an attempt the
+    // harness gives up on is seen with the harness's answer, not cut at the same moment.
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(45)).build().unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}).to_string();
+    let started = Instant::now();
     while Instant::now() < deadline {
         let sent = http
             .post(format!("{base}/a2a/jsonrpc"))
@@ -57,11 +78,15 @@ async fn send_until_answered(base: &str, message: &Value, deadline: Instant) -> 
             .body(body.clone())
             .send()
             .await;
-        if let Ok(r) = sent
-            && let Ok(v) = r.json::<Value>().await
-            && v["result"]["task"]["id"].is_string()
-        {
-            return Some(v);
+        let answer = match sent {
+            Ok(r) => r.json::<Value>().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match answer {
+            Ok(v) if v["result"]["task"]["id"].is_string() => return Some(v),
+            // What each failed attempt got, for the test's output when it fails.
+            Ok(v) => eprintln!("{:?} after the first attempt: {}", started.elapsed(), v["error"]),
+            Err(e) => eprintln!("{:?} after the first attempt: {e}", started.elapsed()),
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
@@ -254,17 +279,18 @@ async fn a_first_message_whose_workflow_task_dies_is_answered_once_and_a_follow_
     // committed is gone.
     h.kill9();
     temporal.crash_and_restart().await;
-    h.restart_with_env(Vec::new()).await;
+    h.restart_with_env(vec![verbose()]).await;
     let _ = lost.await;
 
     // As the issue's user did: a follow-up to the announced task, then the first message
     // retried.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     let mut next = user_text("NEW TEXT");
     next["taskId"] = json!(task_id);
-    let answer = send_until_answered(&h.base_url, &next, deadline).await.expect("the follow-up is answered");
+    let unanswered = |what: &str| panic!("the {what} is not answered\n{}\nTemporal:\n{}", h.log(), temporal.log());
+    let answer = send_until_answered(&h.base_url, &next, deadline).await.unwrap_or_else(|| unanswered("follow-up"));
     assert_eq!(reply_of(&answer), "echo: NEW TEXT", "the reply answers its own message");
-    let answer = send_until_answered(&h.base_url, &first, deadline).await.expect("the retry is answered");
+    let answer = send_until_answered(&h.base_url, &first, deadline).await.unwrap_or_else(|| unanswered("retry"));
     assert_eq!(answer["result"]["task"]["id"], json!(task_id), "the retry finds the task the first attempt opened");
     let store = h.store().await;
     assert_eq!(store.task_ids().await.unwrap(), vec![task_id.clone()], "no second task");
