@@ -550,3 +550,80 @@ async fn get_task_during_a_turn_shows_the_running_status_and_the_message_queued_
     assert!(alpha.get("result").is_some() && beta.get("result").is_some(), "{alpha} {beta}");
     assert_eq!(users(&get().await), ["hello", "alpha", "beta"], "stored once each");
 }
+
+/// Issue 31: a named participant's message is echoed into the log (S12) and its turn
+/// follows at once: the echo goes with the turn's WORKING in one `emit_event`. The log is
+/// what it was (echo, WORKING, the reply's chunks, the final status, seqs without a gap), and
+/// each message costs the workflow three local activities (echo and WORKING, the model, the
+/// final status) where it cost four.
+#[tokio::test]
+async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activity() {
+    let h = HarnessProcess::start(HarnessOptions::default()).await;
+    let send = |message: Value| {
+        let base = h.base_url.clone();
+        async move {
+            contract_tests::rpc_as(
+                &base,
+                Some(("X-Participant-Id", "alice")),
+                "SendMessage",
+                json!({"message": message}),
+            )
+            .await
+        }
+    };
+    let first = send(user_text("one")).await;
+    let id = first["result"]["task"]["id"].as_str().unwrap().to_string();
+    let before = h.store().await.events_after(&id, 0, 1000).await.unwrap().len();
+    for text in ["two", "three"] {
+        let mut next = user_text(text);
+        next["taskId"] = json!(id);
+        let r = send(next).await;
+        assert_eq!(r["result"]["task"]["status"]["message"]["parts"][0]["text"], format!("echo: {text}"), "{r}");
+    }
+    // The two follow-ups' events, in order.
+    let logged = h.store().await.events_after(&id, before as i64, 1000).await.unwrap();
+    let seqs: Vec<i64> = logged.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, ((before as i64 + 1)..=(before + logged.len()) as i64).collect::<Vec<_>>(), "no gap");
+    // The status updates among them (the chunks of each reply come between WORKING and the
+    // final status).
+    let shape: Vec<String> = logged
+        .iter()
+        .filter_map(|e| {
+            let v = serde_json::to_value(&e.event).unwrap();
+            let u = v.get("statusUpdate")?.clone();
+            let text = u["status"]["message"]["parts"][0]["text"].as_str().unwrap_or_default().to_string();
+            Some(match () {
+                _ if u["status"]["state"] == "TASK_STATE_WORKING" => "working".to_string(),
+                _ if u["metadata"].get("io.github.madarauchiha-314.tiny-harness/channel").is_some() => {
+                    format!("echo {text}")
+                }
+                _ => format!("final {text}"),
+            })
+        })
+        .collect();
+    assert_eq!(shape, ["echo two", "working", "final echo: two", "echo three", "working", "final echo: three"]);
+
+    // Local activities per follow-up: the markers between one accepted update and the next.
+    let raw = h
+        .temporal()
+        .await
+        .get_workflow_handle::<harness_workflow::TaskWorkflow>(id.as_str())
+        .fetch_history(temporalio_client::WorkflowFetchHistoryOptions::default())
+        .to_json()
+        .await
+        .unwrap();
+    let history: Value = serde_json::from_slice(&raw).unwrap();
+    let mut per_message: Vec<usize> = Vec::new();
+    for e in history["events"].as_array().unwrap() {
+        let attributes = &e["attributes"];
+        if attributes.get("WorkflowExecutionUpdateAcceptedEventAttributes").is_some() {
+            per_message.push(0);
+        } else if let Some(marker) = attributes.get("MarkerRecordedEventAttributes")
+            && marker["marker_name"].as_str().is_some_and(|n| n.contains("local_activity"))
+            && let Some(n) = per_message.last_mut()
+        {
+            *n += 1;
+        }
+    }
+    assert_eq!(per_message[1..], [3, 3], "echo and WORKING, the model, the final status: {per_message:?}");
+}

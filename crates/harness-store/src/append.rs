@@ -375,22 +375,47 @@ impl Store {
     /// [`StoreError::Closed`] once the log holds a terminal event. Readers are woken once
     /// it is committed.
     pub async fn append(&self, e: &NewEvent) -> Result<Appended, StoreError> {
-        let fields = Fields::of(e)?;
-        let (task_id, key, task_queue) = (e.task_id.clone(), e.key.clone(), e.task_queue.clone());
+        let appended = self.append_all(std::slice::from_ref(e)).await?;
+        Ok(appended[0])
+    }
+
+    /// Appends events in order in one transaction (one `emit_event` of the workflow's that
+    /// carries more than one, issue 31): all of them or none, each as [`Store::append`]
+    /// would. Returns what each append did, in order.
+    pub async fn append_all(&self, events: &[NewEvent]) -> Result<Vec<Appended>, StoreError> {
+        let writes = events
+            .iter()
+            .map(|e| Ok((e.task_id.clone(), e.key.clone(), e.task_queue.clone(), Fields::of(e)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let origin = self.origin.clone();
         let appended = transaction!(self, move |conn| {
-            let notify_id = task_id.clone();
-            let appended = append(&mut *conn, task_id, key, task_queue, fields).await?;
-            if appended.new || appended.rewrote {
-                crate::listen::announce(conn, origin.as_deref(), &notify_id, appended.seq, appended.rewrote).await?;
+            let mut appended = Vec::with_capacity(writes.len());
+            for (task_id, key, task_queue, fields) in writes {
+                let notify_id = task_id.clone();
+                let one = match append(&mut *conn, task_id, key, task_queue, fields).await {
+                    // Refused after the events before it were written: the whole batch goes
+                    // back (a refusal alone writes nothing and leaves the batch standing).
+                    Err(e @ StoreError::Closed(_)) if !appended.is_empty() => {
+                        return Err(StoreError::Batch(format!(
+                            "{e}, after events of the same append that ended it; none of them was written"
+                        )));
+                    }
+                    other => other?,
+                };
+                if one.new || one.rewrote {
+                    crate::listen::announce(conn, origin.as_deref(), &notify_id, one.seq, one.rewrote).await?;
+                }
+                appended.push(one);
             }
             Ok(appended)
         })
         .await?;
-        if appended.rewrote {
-            self.notifier().rewound(&e.task_id, appended.seq);
-        } else if appended.new {
-            self.notifier().notify(&e.task_id, appended.seq);
+        for (e, one) in events.iter().zip(&appended) {
+            if one.rewrote {
+                self.notifier().rewound(&e.task_id, one.seq);
+            } else if one.new {
+                self.notifier().notify(&e.task_id, one.seq);
+            }
         }
         Ok(appended)
     }

@@ -291,6 +291,11 @@ pub struct EmitInput {
     /// The turn this event ends (its final status), for the turn's metrics and span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnMark>,
+    /// Events the workflow held back to append with this one, in one transaction and one
+    /// local activity, before it (issue 31: a message's channel echo goes with its turn's
+    /// WORKING). Each is complete as it would have been appended alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<EmitInput>,
 }
 
 /// A model turn as its end reports it (issue 32): when it began and, with traces on, its

@@ -36,6 +36,12 @@ use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, 
 /// the log (S12, the channel extension). A run recorded before echoes none.
 const CHANNEL_ECHO: &str = "channel-echo";
 
+/// The patch under which a message's channel echo, when its turn follows at once, is held
+/// back and appended with the turn's WORKING in one `emit_event` (issue 31: one local
+/// activity, one marker and one store transaction less per message). A run recorded before
+/// emits the echo alone.
+const ECHO_WITH_WORKING: &str = "echo-with-working";
+
 /// The patch under which events carry what changed of the history and artifacts, and a
 /// turn's model input names where its message ends (docs/event-log.md). A run recorded
 /// before it sends whole snapshots and whole histories to its end.
@@ -71,6 +77,11 @@ struct LogState {
     by_row: bool,
     /// Whether this run echoes messages into the log ([`CHANNEL_ECHO`]).
     channel: bool,
+    /// Whether this run holds an echo back for its turn's WORKING ([`ECHO_WITH_WORKING`]).
+    echo_with_working: bool,
+    /// Events held back (their keys taken) for the next `emit_event`, which appends them
+    /// before its own: a message's echo waiting for its turn's WORKING.
+    held: Vec<(String, a2a_types::StreamResponse)>,
     /// How many messages of the history the store has (confirmed by an appended event).
     stored_history: usize,
     /// Messages accepted or replied and not stored yet, the first at `stored_history`: the
@@ -211,9 +222,11 @@ impl TaskWorkflow {
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TaskState> {
         let by_row = ctx.patched(HISTORY_BY_ROW);
         let channel = ctx.patched(CHANNEL_ECHO);
+        let echo_with_working = ctx.patched(ECHO_WITH_WORKING);
         ctx.state_mut(|s| {
             s.log.by_row = by_row;
             s.log.channel = channel;
+            s.log.echo_with_working = echo_with_working;
         });
         if ctx.state(|s| s.input.stand_in.is_some()) {
             delegate::stand_in(ctx).await?;

@@ -7,6 +7,7 @@ on_both!(every_terminal_state_fences_the_log_and_a_retried_key_still_answers, te
 on_both!(a_failed_write_is_reported_and_the_writer_goes_on, failed_write);
 on_both!(an_event_that_replaces_an_uncommitted_one_cuts_the_log_and_its_rows_back, replaces_uncommitted);
 on_both!(a_reconciler_cuts_back_only_a_log_still_as_it_read_it, cut_back_when_unchanged);
+on_both!(events_appended_together_land_in_order_all_or_none, appended_together);
 
 async fn gap_free_idempotent_fenced(store: Store) {
     let a = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
@@ -19,6 +20,41 @@ async fn gap_free_idempotent_fenced(store: Store) {
     assert_eq!(refused.to_string(), "the task is in a terminal state (TASK_STATE_CANCELED)");
     let seqs: Vec<i64> = store.events_after("t", 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(seqs, vec![1, 2, 3]);
+}
+
+/// Issue 31: `append_all` (an `emit_event` carrying a held echo and its WORKING) writes
+/// its events in order with their rows, each idempotent on its key; when one is refused,
+/// none is written, so a retry never finds half of it.
+async fn appended_together(store: Store) {
+    store.append(&opened("t", "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
+    let echo = NewEvent {
+        history: vec![message("m1")],
+        history_from: 0,
+        stored_before: Some(crate::Stored::default()),
+        ..new("t", "wf-1", status("t", TaskState::Submitted))
+    };
+    let working = NewEvent {
+        stored_before: Some(crate::Stored { history: 1, artifacts: 0 }),
+        ..new("t", "wf-2", status("t", TaskState::Working))
+    };
+    let both = store.append_all(&[echo.clone(), working.clone()]).await.unwrap();
+    assert_eq!(both.iter().map(|a| (a.seq, a.new)).collect::<Vec<_>>(), vec![(2, true), (3, true)]);
+    assert_eq!(store.task_head("t").await.unwrap().unwrap().state, TaskState::Working);
+    assert_eq!(ids(&store.history("t", i64::MAX, None).await.unwrap()), vec!["m1"]);
+    // A retry of the pair answers the first seqs and writes nothing twice.
+    let again = store.append_all(&[echo, working]).await.unwrap();
+    assert_eq!(again.iter().map(|a| (a.seq, a.new)).collect::<Vec<_>>(), vec![(2, false), (3, false)]);
+    // The second of a pair refused (the first ended the task): neither is written, and
+    // the error says why.
+    let pair = [new("t", "wf-3", status("t", TaskState::Canceled)), new("t", "wf-4", status("t", TaskState::Working))];
+    let refused = store.append_all(&pair).await.unwrap_err().to_string();
+    assert!(refused.contains("the task is in a terminal state (TASK_STATE_CANCELED)"), "{refused}");
+    assert!(refused.contains("none of them was written"), "{refused}");
+    let seqs: Vec<i64> = store.events_after("t", 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3], "nothing of the refused pair");
+    assert_eq!(store.task_head("t").await.unwrap().unwrap().state, TaskState::Working);
+    // The store goes on: the next append follows the pair before.
+    assert_eq!(store.append(&new("t", "wf-3", status("t", TaskState::InputRequired))).await.unwrap().seq, 4);
 }
 
 async fn concurrent_writers(store: Store) {

@@ -4,7 +4,7 @@
 //! them through between its model output (turn::during_turn).
 
 use super::TaskWorkflow;
-use super::emit::{command_marks, emit_unchanged, set_status, set_status_with};
+use super::emit::{command_marks, emit_unchanged, set_status, set_status_with, unchanged_event};
 use super::{Flow, Side};
 use crate::activity;
 use crate::{AWAITING_NEXT_MESSAGE, CommandContext, InboxItem, ItemKind};
@@ -37,6 +37,44 @@ async fn echo(ctx: &WorkflowContext<TaskWorkflow>, message: Message, sender: Str
     }
     let channel = crate::channel_mark(&message.task_id, &sender);
     emit_unchanged(ctx, message, vec![channel], false).await
+}
+
+/// Issue 31: when the side work is only the echo of the message whose turn is next (no turn
+/// runs, no cancel or control waits, the message is the mailbox's first and its turn begins
+/// with WORKING), takes the echo out and holds it back, its key taken, for the turn's
+/// WORKING to append with it. Whether it did. A run recorded before
+/// [`super::ECHO_WITH_WORKING`] never holds.
+pub(super) fn hold_echo(ctx: &WorkflowContext<TaskWorkflow>) -> bool {
+    let echo = ctx.state_mut(|s| {
+        let only_echo = s.log.channel
+            && s.log.echo_with_working
+            && s.work.side.len() == 1
+            && s.work.cancel.is_none()
+            && s.work.control.is_none()
+            && s.input.assignee.is_none();
+        let Some(Side::Echo { message, .. }) = s.work.side.front() else { return None };
+        let its_turn_next = s
+            .work
+            .mailbox
+            .front()
+            .is_some_and(|(_, item)| item.message.message_id == message.message_id && !item.skip_working);
+        if !(only_echo && its_turn_next) {
+            return None;
+        }
+        match s.work.side.pop_front() {
+            Some(Side::Echo { message, sender }) => Some((message, sender)),
+            _ => None,
+        }
+    });
+    let Some((message, sender)) = echo else { return false };
+    let channel = crate::channel_mark(&message.task_id, &sender);
+    let event = unchanged_event(ctx, message, vec![channel]);
+    ctx.state_mut(|s| {
+        s.log.next_key += 1;
+        let key = format!("wf-{}", s.log.next_key);
+        s.log.held.push((key, event));
+    });
+    true
 }
 
 /// S9: runs the command and replies in the unchanged state with `{"command": <name>}`; a

@@ -87,7 +87,7 @@ pub(super) async fn set_status_full(
     // The stored snapshot serves reads once the workflow is gone; the final status of a
     // turn (and a terminal one) is what such a read must see. WORKING updates the state only.
     let snapshot = state.is_final().then_some(snapshot);
-    emit_ending(ctx, event, snapshot, turn).await
+    append(ctx, None, event, snapshot, turn).await
 }
 
 /// Emits one event through the `emit_event` local activity; the store assigns its seq. The
@@ -99,36 +99,31 @@ pub(super) async fn emit(
     event: StreamResponse,
     snapshot: Option<Task>,
 ) -> WorkflowResult<()> {
-    emit_ending(ctx, event, snapshot, None).await
+    append(ctx, None, event, snapshot, None).await
 }
 
-/// [`emit`] of the event that ends `turn` (its final status).
-async fn emit_ending(
+/// [`emit`] of an event, with the key it took when it was held (else the next one), and
+/// the turn it ends (its final status), after the events held back.
+async fn append(
     ctx: &WorkflowContext<TaskWorkflow>,
+    key: Option<String>,
     event: StreamResponse,
     snapshot: Option<Task>,
     turn: Option<crate::TurnMark>,
 ) -> WorkflowResult<()> {
     let (input, sent) = ctx.state_mut(|s| {
-        s.log.next_key += 1;
-        let stored_before = s.log.by_row.then_some((s.log.stored_history as u32, s.log.stored_artifacts as u32));
-        let carries = s.log.by_row || snapshot.is_some();
-        let (history, artifacts) =
-            if carries { (s.log.pending_history.clone(), s.log.pending_artifacts.clone()) } else { Default::default() };
-        let sent = (history.len(), artifacts.len());
-        let input = EmitInput {
-            task_id: s.input.task_id.clone(),
-            task_queue: s.input.task_queue.clone(),
-            key: format!("wf-{}", s.log.next_key),
-            event,
-            snapshot,
-            history,
-            history_from: s.log.stored_history as u32,
-            artifacts,
-            stored_before,
-            participants: s.log.changed_participants.take(),
-            turn,
-        };
+        // Held events go first, the first of them carrying what the store lacks, as each
+        // would have alone.
+        let mut sent = (0, 0);
+        let earlier: Vec<EmitInput> = std::mem::take(&mut s.log.held)
+            .into_iter()
+            .map(|(key, event)| s.emit_input(key, event, None, &mut sent))
+            .collect();
+        let key = key.unwrap_or_else(|| {
+            s.log.next_key += 1;
+            format!("wf-{}", s.log.next_key)
+        });
+        let input = EmitInput { turn, earlier, ..s.emit_input(key, event, snapshot, &mut sent) };
         (input, sent)
     });
     let seq = ctx
@@ -155,6 +150,50 @@ async fn emit_ending(
         s.log.stored_artifacts += sent.1;
     });
     Ok(())
+}
+
+/// Appends what is held back (a message's echo whose turn went another way), the last of
+/// it as the `emit_event`'s own event.
+pub(super) async fn flush_held(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
+    let Some((key, event)) = ctx.state_mut(|s| s.log.held.pop()) else { return Ok(()) };
+    append(ctx, Some(key), event, None, None).await
+}
+
+impl TaskWorkflow {
+    /// The `emit_event` input of one event: the messages and artifacts the store lacks past
+    /// what the events before it in the same call carry (`sent`, which it adds to).
+    fn emit_input(
+        &mut self,
+        key: String,
+        event: StreamResponse,
+        snapshot: Option<Task>,
+        sent: &mut (usize, usize),
+    ) -> EmitInput {
+        let log = &mut self.log;
+        let (stored_history, stored_artifacts) = (log.stored_history + sent.0, log.stored_artifacts + sent.1);
+        let stored_before = log.by_row.then_some((stored_history as u32, stored_artifacts as u32));
+        let carries = log.by_row || snapshot.is_some();
+        let (history, artifacts) = if carries {
+            (log.pending_history[sent.0..].to_vec(), log.pending_artifacts[sent.1..].to_vec())
+        } else {
+            Default::default()
+        };
+        *sent = (sent.0 + history.len(), sent.1 + artifacts.len());
+        EmitInput {
+            task_id: self.input.task_id.clone(),
+            task_queue: self.input.task_queue.clone(),
+            key,
+            event,
+            snapshot,
+            history,
+            history_from: stored_history as u32,
+            artifacts,
+            stored_before,
+            participants: log.changed_participants.take(),
+            turn: None,
+            earlier: Vec::new(),
+        }
+    }
 }
 
 /// Adds `artifact` to the task's artifacts and emits it whole (not appended, its last chunk):
@@ -189,22 +228,31 @@ pub(super) async fn emit_unchanged(
     extra: Vec<(String, serde_json::Value)>,
     snapshot: bool,
 ) -> WorkflowResult<()> {
+    let event = unchanged_event(ctx, message, extra);
+    let head = snapshot.then(|| ctx.state(|s| s.head.clone()));
+    emit(ctx, event, head).await
+}
+
+/// The event of [`emit_unchanged`].
+pub(super) fn unchanged_event(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    message: Message,
+    extra: Vec<(String, serde_json::Value)>,
+) -> StreamResponse {
     let ts = timestamp(ctx.workflow_time());
-    let (event, head) = ctx.state(|s| {
+    ctx.state(|s| {
         let mut md = Struct::new();
         if let Some(sub) = s.head.metadata.as_ref().and_then(|m| m.get(&status_ext_key())) {
             md.insert(status_ext_key(), sub.clone());
         }
         md.extend(extra);
-        let event = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: s.head.id.clone(),
             context_id: s.head.context_id.clone(),
             status: TaskStatus { state: s.head.status.state, message: Some(message), timestamp: ts },
             metadata: Some(md),
-        });
-        (event, snapshot.then(|| s.head.clone()))
-    });
-    emit(ctx, event, head).await
+        })
+    })
 }
 
 /// The metadata of a command's reply message: S9's `{"command": <name>}` (plus `"task_ref"`

@@ -164,6 +164,8 @@ fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
 /// Waits for a message or a cancel and handles it.
 pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowResult<Flow> {
     if let Some(input) = may_continue(ctx) {
+        // What was held for a turn that goes to the next run is appended first.
+        super::emit::flush_held(ctx).await?;
         return Ok(Flow::ContinueAsNew(input));
     }
     ctx.wait_condition(|s| s.has_work()).await?;
@@ -175,7 +177,8 @@ pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
     if ctx.state(|s| s.work.control.is_some()) {
         return super::dispatch::complete(ctx).await;
     }
-    if ctx.state(|s| !s.work.side.is_empty()) {
+    // A message's echo that is all the side work goes with its turn's WORKING, next.
+    if ctx.state(|s| !s.work.side.is_empty()) && !super::dispatch::hold_echo(ctx) {
         super::dispatch::side_work(ctx).await?;
         return Ok(Flow::Next);
     }
@@ -206,6 +209,8 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     if !item.skip_working {
         set_status(ctx, TaskState::Working, None, None).await?;
     }
+    // Nothing held waits past the turn's start (the WORKING took it, if any).
+    super::emit::flush_held(ctx).await?;
     let mut model_turn = ctx.state(|s| s.model_turn(position, turn));
     model_turn.trace = trace.clone();
     let artifact_id = model_turn.artifact_id.clone();

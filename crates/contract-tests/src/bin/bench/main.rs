@@ -37,7 +37,10 @@
 //! `--parked N` (1,000), `--long N` (10,000; 0 skips it), `--openai N` (the samples of the
 //! openai phase, default `--samples`; 0 skips it, e.g. for a harness older than issue 17),
 //! `--tools N` (the samples of the tool phase, default `--samples`; 0 skips it),
-//! `--observability S` (seconds of each configuration, default `--seconds`; 0 skips it).
+//! `--observability S` (seconds of each configuration, default `--seconds`; 0 skips it),
+//! `--participant NAME` (every request to the harness names its sender, `X-Participant-Id`:
+//! a participant's messages are echoed into the log, S12; default: anonymous, as the
+//! official clients send).
 //! Latency samples are taken in turns (floor, streaming, blocking) and throughput in 2 s
 //! turns (raw, raw update-with-start, turn-shaped, harness), so the dev server's fast and slow spells
 //! fall on every measure alike.
@@ -61,6 +64,20 @@ use temporalio_client::WorkflowStartOptions;
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn string_arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
+}
+
+/// The HTTP client of the harness's requests: naming its sender on each when given one.
+fn client_as(participant: Option<String>) -> anyhow::Result<reqwest::Client> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(who) = participant {
+        headers.insert("X-Participant-Id", reqwest::header::HeaderValue::from_str(&who)?);
+    }
+    Ok(reqwest::Client::builder().default_headers(headers).build()?)
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
@@ -110,7 +127,7 @@ async fn main() -> anyhow::Result<()> {
         ),
     )?;
     let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
+    let http = client_as(string_arg("--participant"))?;
     let data_dir = dir.path().join("harness");
     let mut harness = start_harness(&http, &bin, &config, &data_dir, &base).await?;
 
