@@ -42,21 +42,26 @@ fn reply_of(answer: &Value) -> String {
     answer["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string()
 }
 
-/// One blocking SendMessage as the retrying clients' participant ([`CLIENT`]), sent while
-/// the test kills the harness: the connection cut is what it expects (no answer, no panic).
-async fn send_as_client(base: &str, message: Value) {
+/// One blocking SendMessage of `message` as the retrying clients' participant ([`CLIENT`]):
+/// the answer's JSON, or what went wrong.
+async fn post_as_client(http: &reqwest::Client, base: &str, message: &Value) -> Result<Value, String> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}});
-    let sent = reqwest::Client::new()
+    let sent = http
         .post(format!("{base}/a2a/jsonrpc"))
         .header("A2A-Version", "1.0")
         .header("X-Participant-Id", CLIENT)
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()
-        .await;
-    if let Ok(r) = sent {
-        let _ = r.bytes().await;
-    }
+        .await
+        .map_err(|e| e.to_string())?;
+    sent.json::<Value>().await.map_err(|e| e.to_string())
+}
+
+/// [`post_as_client`] sent while the test kills the harness: the connection cut is what it
+/// expects (no answer, no panic).
+async fn send_as_client(base: &str, message: Value) {
+    let _ = post_as_client(&reqwest::Client::new(), base, &message).await;
 }
 
 /// Sends a message (blocking) until an answer with a task comes back, retrying the same
@@ -67,21 +72,9 @@ async fn send_until_answered(base: &str, message: &Value, deadline: Instant) -> 
     // Longer than the harness's own bound on a Temporal call (30 s), so that an attempt the
     // harness gives up on is seen with the harness's answer, not cut at the same moment.
     let http = reqwest::Client::builder().timeout(Duration::from_secs(45)).build().unwrap();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}).to_string();
     let started = Instant::now();
     while Instant::now() < deadline {
-        let sent = http
-            .post(format!("{base}/a2a/jsonrpc"))
-            .header("A2A-Version", "1.0")
-            .header("X-Participant-Id", CLIENT)
-            .header("content-type", "application/json")
-            .body(body.clone())
-            .send()
-            .await;
-        let answer = match sent {
-            Ok(r) => r.json::<Value>().await.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
+        let answer = post_as_client(&http, base, message).await;
         match answer {
             Ok(v) if v["result"]["task"]["id"].is_string() => return Some(v),
             // What each failed attempt got, for the test's output when it fails.
