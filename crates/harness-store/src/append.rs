@@ -393,9 +393,9 @@ impl Store {
             for (task_id, key, task_queue, fields) in writes {
                 let notify_id = task_id.clone();
                 let one = match append(&mut *conn, task_id, key, task_queue, fields).await {
-                    // Refused after the events before it were written: the whole batch goes
-                    // back (a refusal alone writes nothing and leaves the batch standing).
-                    Err(e @ StoreError::Closed(_)) if !appended.is_empty() => {
+                    // Refused after the events before it wrote: the whole batch goes back (a
+                    // refusal that wrote nothing leaves the batch standing).
+                    Err(e @ StoreError::Closed(_)) if appended.iter().any(|a: &Appended| a.new || a.rewrote) => {
                         return Err(StoreError::Batch(format!(
                             "{e}, after events of the same append that ended it; none of them was written"
                         )));

@@ -55,6 +55,12 @@ async fn appended_together(store: Store) {
     assert_eq!(store.task_head("t").await.unwrap().unwrap().state, TaskState::Working);
     // The store goes on: the next append follows the pair before.
     assert_eq!(store.append(&new("t", "wf-3", status("t", TaskState::InputRequired))).await.unwrap().seq, 4);
+    // Once the task ended, a pair whose first is a retry (it writes nothing) is refused as
+    // one append would be: closed, which no retry mends.
+    store.append(&new("t", "end", status("t", TaskState::Canceled))).await.unwrap();
+    let pair =
+        [new("t", "wf-3", status("t", TaskState::InputRequired)), new("t", "wf-5", status("t", TaskState::Working))];
+    assert!(matches!(store.append_all(&pair).await, Err(StoreError::Closed(TaskState::Canceled))));
 }
 
 async fn concurrent_writers(store: Store) {

@@ -152,8 +152,8 @@ async fn append(
     Ok(())
 }
 
-/// Appends what is held back (a message's echo whose turn went another way), the last of
-/// it as the `emit_event`'s own event.
+/// Appends what is held back, if anything (a guard: the turn's WORKING takes it), the last
+/// of it as the `emit_event`'s own event.
 pub(super) async fn flush_held(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
     let Some((key, event)) = ctx.state_mut(|s| s.log.held.pop()) else { return Ok(()) };
     append(ctx, Some(key), event, None, None).await

@@ -164,8 +164,6 @@ fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
 /// Waits for a message or a cancel and handles it.
 pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowResult<Flow> {
     if let Some(input) = may_continue(ctx) {
-        // What was held for a turn that goes to the next run is appended first.
-        super::emit::flush_held(ctx).await?;
         return Ok(Flow::ContinueAsNew(input));
     }
     ctx.wait_condition(|s| s.has_work()).await?;
@@ -177,7 +175,8 @@ pub(super) async fn step(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
     if ctx.state(|s| s.work.control.is_some()) {
         return super::dispatch::complete(ctx).await;
     }
-    // A message's echo that is all the side work goes with its turn's WORKING, next.
+    // A message's echo that is all the side work goes with its turn's WORKING, next in this
+    // step: nothing held outlives it.
     if ctx.state(|s| !s.work.side.is_empty()) && !super::dispatch::hold_echo(ctx) {
         super::dispatch::side_work(ctx).await?;
         return Ok(Flow::Next);
@@ -209,7 +208,8 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     if !item.skip_working {
         set_status(ctx, TaskState::Working, None, None).await?;
     }
-    // Nothing held waits past the turn's start (the WORKING took it, if any).
+    // Nothing held waits past the turn's start (the WORKING took it; an echo is held only
+    // for a turn that begins with WORKING, so this appends nothing).
     super::emit::flush_held(ctx).await?;
     let mut model_turn = ctx.state(|s| s.model_turn(position, turn));
     model_turn.trace = trace.clone();
