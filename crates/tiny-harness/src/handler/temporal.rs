@@ -34,12 +34,18 @@ enum UpdateFailure {
     Closed,
     /// Temporal could not be reached.
     Unreachable,
+    /// Temporal refused the update before admitting it because the workflow's task is being
+    /// retried ("Workflow Task in failed state": its worker died or timed out and another
+    /// has not finished it yet). Nothing was delivered; the same update goes through once a
+    /// worker completes the workflow task.
+    Recovering,
     Other,
 }
 
 fn classify(e: &WorkflowUpdateWithStartError) -> UpdateFailure {
     let by_code = |status: &Status| match status.code() {
         Code::AlreadyExists | Code::NotFound => UpdateFailure::Closed,
+        Code::FailedPrecondition => UpdateFailure::Recovering,
         _ if crate::supervise::is_transport_error(status) => UpdateFailure::Unreachable,
         _ => UpdateFailure::Other,
     };
@@ -127,14 +133,30 @@ impl TaskClient {
         )
         .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
         .build();
-        let update = self.client.execute_update_with_start_workflow(
-            TaskWorkflow::run,
-            input,
-            TaskWorkflow::inbox,
-            item,
-            options,
-        );
-        let answered = tokio::time::timeout(self.timeout, update).await;
+        // A workflow whose task is being retried refuses the update before admitting it: it is
+        // sent again until it is admitted or the request timeout ends (the chaos test of
+        // three instances found clients told INTERNAL meanwhile).
+        let delivery = async {
+            let mut pause = Duration::from_millis(100);
+            loop {
+                let update = self.client.execute_update_with_start_workflow(
+                    TaskWorkflow::run,
+                    input.clone(),
+                    TaskWorkflow::inbox,
+                    item.clone(),
+                    options.clone(),
+                );
+                match update.await {
+                    Err(e) if classify(&e) == UpdateFailure::Recovering => {
+                        tracing::debug!(task_id, error = %e, "the task's workflow task is being retried; sending again");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(2));
+                    }
+                    answered => return answered,
+                }
+            }
+        };
+        let answered = tokio::time::timeout(self.timeout, delivery).await;
         let Ok(answered) = answered else {
             return Err(message_unanswered(self.timeout, &self.task_queue, self.pollers().await));
         };
@@ -183,7 +205,7 @@ impl TaskClient {
                     ),
                 );
             }
-            UpdateFailure::Other => {}
+            UpdateFailure::Recovering | UpdateFailure::Other => {}
         }
         tracing::error!(task_id, error = %e, "update-with-start failed");
         A2AError::internal(format!("could not deliver the message to task {task_id}: {e}"))
@@ -271,5 +293,10 @@ mod tests {
         assert_eq!(classify(&down), UpdateFailure::Unreachable);
         let other = WorkflowUpdateWithStartError::Rpc(Status::internal("boom"));
         assert_eq!(classify(&other), UpdateFailure::Other);
+        // What Temporal answers while the workflow's task is retried after its worker died.
+        let recovering = WorkflowUpdateWithStartError::Update(WorkflowUpdateError::Rpc(Status::failed_precondition(
+            "Unable to perform workflow execution update due to Workflow Task in failed state.",
+        )));
+        assert_eq!(classify(&recovering), UpdateFailure::Recovering);
     }
 }
