@@ -325,6 +325,19 @@ impl HarnessProcess {
         .expect("temporal client")
     }
 
+    /// The history of a task's workflow (its current run), as JSON.
+    pub async fn workflow_history(&self, task_id: &str) -> serde_json::Value {
+        let raw = self
+            .temporal()
+            .await
+            .get_workflow_handle::<harness_workflow::TaskWorkflow>(task_id)
+            .fetch_history(temporalio_client::WorkflowFetchHistoryOptions::default())
+            .to_json()
+            .await
+            .expect("the workflow's history");
+        serde_json::from_slice(&raw).expect("a history in JSON")
+    }
+
     pub fn client(&self) -> A2AClient {
         A2AClient::new(&self.base_url)
     }

@@ -183,15 +183,7 @@ chunks = ["fine"]
 
 /// How many pushes a stand-in's workflow took (its `remote_push` updates).
 async fn pushes_taken(a: &HarnessProcess, sub: &str) -> usize {
-    let history = a
-        .temporal()
-        .await
-        .get_workflow_handle::<harness_workflow::TaskWorkflow>(sub)
-        .fetch_history(temporalio_client::WorkflowFetchHistoryOptions::default())
-        .to_json()
-        .await
-        .unwrap();
-    let history: Value = serde_json::from_slice(&history).unwrap();
+    let history = a.workflow_history(sub).await;
     history["events"]
         .as_array()
         .unwrap()

@@ -27,19 +27,6 @@ async fn workflow_status(h: &HarnessProcess, task: &str) -> WorkflowExecutionSta
     handle.describe(WorkflowDescribeOptions::default()).await.expect("describe").status()
 }
 
-/// The task's workflow history, as JSON.
-async fn history_of(h: &HarnessProcess, task: &str) -> Value {
-    let raw = h
-        .temporal()
-        .await
-        .get_workflow_handle::<harness_workflow::TaskWorkflow>(task)
-        .fetch_history(temporalio_client::WorkflowFetchHistoryOptions::default())
-        .to_json()
-        .await
-        .unwrap();
-    serde_json::from_slice(&raw).unwrap()
-}
-
 async fn wait_until_closed(h: &HarnessProcess, task: &str) {
     for _ in 0..200 {
         if workflow_status(h, task).await != WorkflowExecutionStatus::Running {
@@ -349,7 +336,7 @@ async fn a_turns_activity_input_stays_one_message_however_long_the_conversation_
         assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
     }
 
-    let history = history_of(&h, &id).await;
+    let history = h.workflow_history(&id).await;
     let turns: Vec<harness_workflow::ModelTurn> = history["events"]
         .as_array()
         .unwrap()
@@ -609,7 +596,7 @@ async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activ
     assert_eq!(shape, ["echo two", "working", "final echo: two", "echo three", "working", "final echo: three"]);
 
     // Local activities per follow-up: the markers between one accepted update and the next.
-    let history = history_of(&h, &id).await;
+    let history = h.workflow_history(&id).await;
     let mut per_message: Vec<usize> = Vec::new();
     for e in history["events"].as_array().unwrap() {
         let attributes = &e["attributes"];
