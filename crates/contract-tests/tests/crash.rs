@@ -553,3 +553,55 @@ async fn a_harness_killed_while_a_run_continues_as_new_loses_nothing() {
         runs.iter().filter(|r| r.status() == temporalio_client::WorkflowExecutionStatus::ContinuedAsNew).count();
     assert!(continued >= 2, "expected runs that continued as new, found {continued} of {}", runs.len());
 }
+
+/// Issue 31: a restart checks the tasks it reconciles from their runs' newest history
+/// events and replays none whose stored log that history already covers. Asking the
+/// workflow (its `position` update) rebuilds each run from its whole history into the
+/// worker's cache: a harness restarted with many parked conversations held tens of MiB for
+/// them, and wrote an update and a workflow task into every one's history. Here three
+/// parked conversations are checked and their histories do not grow; a message after the
+/// restart is answered in its conversation as before.
+#[tokio::test]
+async fn a_restart_checks_parked_tasks_from_their_history_without_replaying_them() {
+    let mut h = HarnessProcess::start(HarnessOptions { env: vec![verbose()], ..Default::default() }).await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let answer = send_until_answered(&h.base_url, &user_text(&format!("one {i}")), deadline).await.unwrap();
+        let task_id = answer["result"]["task"]["id"].as_str().unwrap().to_string();
+        let mut two = user_text(&format!("two {i}"));
+        two["taskId"] = json!(task_id);
+        let answer = send_until_answered(&h.base_url, &two, deadline).await.unwrap();
+        assert_eq!(reply_of(&answer), format!("echo: two {i}"));
+        tasks.push(task_id);
+    }
+    let mut lengths = Vec::new();
+    for task in &tasks {
+        lengths.push(h.workflow_history(task).await["events"].as_array().map_or(0, Vec::len));
+    }
+    let passes_before = h.log().matches("the store agrees with Temporal").count();
+    h.restart().await;
+    let reconciled = loop {
+        let log = h.log();
+        if let Some(line) = log.lines().filter(|l| l.contains("the store agrees with Temporal")).nth(passes_before) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "the reconciler did not finish after the restart\n{log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(reconciled.contains("checked: 3"), "the reconciler checked the three tasks: {reconciled}");
+    for (task, before) in tasks.iter().zip(&lengths) {
+        let after = h.workflow_history(task).await["events"].as_array().map_or(0, Vec::len);
+        assert_eq!(
+            after,
+            *before,
+            "the reconciler added events to {task}'s history (it asked the workflow)\n{}",
+            h.log()
+        );
+    }
+    let mut three = user_text("three");
+    three["taskId"] = json!(tasks[1]);
+    let answer = send_until_answered(&h.base_url, &three, deadline).await.unwrap();
+    assert_eq!(reply_of(&answer), "echo: three");
+    assert_eq!(answer["result"]["task"]["history"].as_array().map(Vec::len), Some(6), "{answer}");
+}

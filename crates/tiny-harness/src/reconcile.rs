@@ -121,6 +121,9 @@ async fn one(handler: &HarnessHandler, task_id: &str) -> Outcome {
         }
     }
     let Ok(Some(seen)) = handler.store.task_head(task_id).await else { return Outcome::Agrees };
+    if committed_seq(&handler.temporal.client, task_id).await.is_some_and(|committed| seen.last_seq <= committed) {
+        return Outcome::Agrees;
+    }
     let handle = handler.temporal.client.get_workflow_handle::<TaskWorkflow>(task_id);
     let ask = handle.execute_update(TaskWorkflow::position, (), WorkflowExecuteUpdateOptions::default());
     let position = match tokio::time::timeout(QUERY_TIMEOUT, ask).await {
@@ -143,6 +146,63 @@ async fn one(handler: &HarnessHandler, task_id: &str) -> Outcome {
         }
         _ => Outcome::Agrees,
     }
+}
+
+/// Newest history events read to find the last `emit_event` a run committed: a turn's last
+/// workflow task ends with its final status's marker, the update's events and the task's
+/// completion, so an idle task's marker is among its newest few events.
+const NEWEST_EVENTS: i32 = 32;
+
+/// The highest seq the current run's committed history says its `emit_event` local
+/// activities stored, read from the run's newest events (one page, newest first), or `None`
+/// when that page holds none (issue 31). A stored log that goes no further than this is
+/// committed, so the reconciler leaves it without asking the workflow: asking (the
+/// `position` update) replays the run's whole history into the worker's cache, which after a
+/// restart with many parked tasks held tens of MiB that nothing used.
+///
+/// Sound because the workflow's own position (`LogPosition::last_seq`) is the highest seq
+/// its `emit_event` calls returned, and every marker in the history is one of those calls,
+/// committed: the position is never below what this finds.
+async fn committed_seq(client: &Client, task_id: &str) -> Option<i64> {
+    use temporalio_client::{NamespacedClient, grpc::WorkflowService, tonic::IntoRequest};
+    use temporalio_common::protos::coresdk::common::extract_local_activity_marker_data;
+    use temporalio_common::protos::temporal::api::{
+        common::v1::WorkflowExecution, history::v1::history_event::Attributes,
+        workflowservice::v1::GetWorkflowExecutionHistoryReverseRequest,
+    };
+    let request = GetWorkflowExecutionHistoryReverseRequest {
+        namespace: client.namespace(),
+        execution: Some(WorkflowExecution { workflow_id: task_id.to_string(), run_id: String::new() }),
+        maximum_page_size: NEWEST_EVENTS,
+        next_page_token: Vec::new(),
+    };
+    let mut service = client.clone();
+    let ask = WorkflowService::get_workflow_execution_history_reverse(&mut service, request.into_request());
+    let page = match tokio::time::timeout(QUERY_TIMEOUT, ask).await {
+        Ok(Ok(page)) => page.into_inner(),
+        Ok(Err(e)) => {
+            tracing::debug!(task_id, error = %e, "reconcile: could not read the run's newest events");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    page.history?
+        .events
+        .into_iter()
+        .filter_map(|event| match event.attributes? {
+            Attributes::MarkerRecordedEventAttributes(marker)
+                if marker.marker_name == temporalio_common::protos::constants::LOCAL_ACTIVITY_MARKER_NAME =>
+            {
+                let data = extract_local_activity_marker_data(&marker.details)?;
+                if data.activity_type != "emit_event" {
+                    return None;
+                }
+                let result = marker.details.get("result")?.payloads.first()?;
+                serde_json::from_slice::<i64>(&result.data).ok()
+            }
+            _ => None,
+        })
+        .max()
 }
 
 /// When a task's workflow has closed but the store still shows it open, ends it FAILED in
