@@ -29,7 +29,7 @@ impl HarnessHandler {
         let (task_id, direct, stop) = (pending.task_id.clone(), pending.direct, pending.stop_at());
         let message_id = pending.message_id().to_string();
         let accepted = pending.accepted().await?;
-        let log = self.log_stream(accepted.task_id, accepted.receipt.cursor, stop.clone());
+        let log = self.log_to_answer(accepted.task_id, accepted.receipt.cursor, stop.clone());
         let mut status = super::stream::final_status(log).await?;
         if stop == StopAt::Final {
             status = self.with_own_reply(&task_id, &message_id, status).await?;

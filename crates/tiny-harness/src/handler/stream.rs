@@ -79,8 +79,20 @@ pub(super) fn parse_event_id(text: &str) -> Option<(i64, i64)> {
 }
 
 impl HarnessHandler {
-    /// Reads the log of a task from `after`, in order, until `stop` (D1).
+    /// Reads the log of a task from `after`, in order, until `stop` (D1), each event with
+    /// its SSE id.
     pub fn log_stream(&self, task_id: String, after: i64, stop: StopAt) -> EventStream {
+        self.read_log(task_id, after, stop, true)
+    }
+
+    /// [`Self::log_stream`] for an answer built from the log's end (a blocking SendMessage,
+    /// CancelTask): its events carry no id, so the log's epoch is not read (one statement
+    /// less per blocking message, issue 31).
+    pub(super) fn log_to_answer(&self, task_id: String, after: i64, stop: StopAt) -> EventStream {
+        self.read_log(task_id, after, stop, false)
+    }
+
+    fn read_log(&self, task_id: String, after: i64, stop: StopAt, ids: bool) -> EventStream {
         let store = self.store.clone();
         let backstop = self.settings.backstop;
         async_stream::stream! {
@@ -90,6 +102,9 @@ impl HarnessHandler {
             let mut cursor = after;
             // The log's epoch (how often it was cut back), which every event's id carries.
             let epoch_of = |store: harness_store::Store, task_id: String| async move {
+                if !ids {
+                    return Ok(0);
+                }
                 store.task_head(&task_id).await.map(|h| h.map_or(0, |h| h.rewrites))
             };
             let mut epoch = match epoch_of(store.clone(), task_id.clone()).await {
@@ -131,7 +146,7 @@ impl HarnessHandler {
                 for logged in batch {
                     cursor = logged.seq;
                     let end = stop.reached(&logged.event);
-                    yield Ok(StreamItem::Event { id: Some(event_id(logged.seq, epoch)), event: logged.event });
+                    yield Ok(StreamItem::Event { id: ids.then(|| event_id(logged.seq, epoch)), event: logged.event });
                     if end {
                         return;
                     }

@@ -69,7 +69,7 @@ impl HarnessHandler {
             }
             return Err(e);
         }
-        let log = self.log_stream(req.id.clone(), after, StopAt::Terminal);
+        let log = self.log_to_answer(req.id.clone(), after, StopAt::Terminal);
         self.temporal.bounded("the cancellation", self.task_at_end(&req.id, log, None)).await?
     }
 
