@@ -124,7 +124,30 @@ async fn run(mut config: Config) -> Result<(), HarnessError> {
     result
 }
 
+/// Two malloc arenas for the whole process unless the operator chose a number (issue 31).
+/// glibc gives each thread that allocates its own arena, up to eight per core, and each
+/// keeps the pages its thread freed: with the harness's fifteen threads that is about
+/// 1 MiB of an idle harness's heap (docs/performance.md). Two arenas serve two cores'
+/// worth of threads without contention: small allocations are served from each thread's
+/// own cache before an arena's lock is taken. `MALLOC_ARENA_MAX` or
+/// `GLIBC_TUNABLES=glibc.malloc.arena_max=N` wins.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let chosen = std::env::var_os("MALLOC_ARENA_MAX").is_some()
+            || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
+        if !chosen {
+            // SAFETY: mallopt takes two integers and no pointer; it runs before any other
+            // thread exists.
+            unsafe {
+                libc::mallopt(libc::M_ARENA_MAX, 2);
+            }
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
