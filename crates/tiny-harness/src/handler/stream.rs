@@ -87,7 +87,8 @@ impl HarnessHandler {
 
     /// [`Self::log_stream`] for an answer built from the log's end (a blocking SendMessage,
     /// CancelTask): its events carry no id, so the log's epoch is not read (one statement
-    /// less per blocking message, issue 31).
+    /// less per blocking message, issue 31), and a crash's cut past `after` is read through
+    /// rather than ending the answer with `Unavailable`: none of what was cut was sent.
     pub(super) fn log_to_answer(&self, task_id: String, after: i64, stop: StopAt) -> EventStream {
         self.read_log(task_id, after, stop, false)
     }
@@ -119,7 +120,12 @@ impl HarnessHandler {
                 if now.rewrites != rewrites {
                     rewrites = now.rewrites;
                     epoch = epoch_of(store.clone(), task_id.clone()).await.unwrap_or(epoch + 1);
-                    if now.rewound_from <= cursor {
+                    if !ids && now.rewound_from > after && now.rewound_from <= cursor {
+                        // An answer built from the log's end has sent nothing yet: it reads on
+                        // from the cut, where the retried workflow task appends again. (A cut
+                        // at or before where it began would reach what Temporal committed.)
+                        cursor = now.rewound_from - 1;
+                    } else if now.rewound_from <= cursor {
                         // What this stream delivered from that seq on was written by a workflow
                         // task that never committed; going on would leave a hole.
                         yield Err(A2AError::new(
