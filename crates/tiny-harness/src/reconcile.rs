@@ -165,6 +165,7 @@ const NEWEST_EVENTS: i32 = 32;
 /// committed: the position is never below what this finds.
 async fn committed_seq(client: &Client, task_id: &str) -> Option<i64> {
     use temporalio_client::{NamespacedClient, grpc::WorkflowService, tonic::IntoRequest};
+    use temporalio_common::ActivityDefinition;
     use temporalio_common::protos::coresdk::common::extract_local_activity_marker_data;
     use temporalio_common::protos::temporal::api::{
         common::v1::WorkflowExecution, history::v1::history_event::Attributes,
@@ -194,7 +195,7 @@ async fn committed_seq(client: &Client, task_id: &str) -> Option<i64> {
                 if marker.marker_name == temporalio_common::protos::constants::LOCAL_ACTIVITY_MARKER_NAME =>
             {
                 let data = extract_local_activity_marker_data(&marker.details)?;
-                if data.activity_type != "emit_event" {
+                if data.activity_type != harness_workflow::activity::EmitEvent.name() {
                     return None;
                 }
                 let result = marker.details.get("result")?.payloads.first()?;

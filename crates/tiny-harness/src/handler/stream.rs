@@ -93,7 +93,9 @@ impl HarnessHandler {
         self.read_log(task_id, after, stop, false)
     }
 
-    fn read_log(&self, task_id: String, after: i64, stop: StopAt, ids: bool) -> EventStream {
+    /// `streamed`: each event goes to the client as it is read (with its SSE id), so a cut
+    /// behind what was read ends the stream; else the events only build an answer.
+    fn read_log(&self, task_id: String, after: i64, stop: StopAt, streamed: bool) -> EventStream {
         let store = self.store.clone();
         let backstop = self.settings.backstop;
         async_stream::stream! {
@@ -103,7 +105,7 @@ impl HarnessHandler {
             let mut cursor = after;
             // The log's epoch (how often it was cut back), which every event's id carries.
             let epoch_of = |store: harness_store::Store, task_id: String| async move {
-                if !ids {
+                if !streamed {
                     return Ok(0);
                 }
                 store.task_head(&task_id).await.map(|h| h.map_or(0, |h| h.rewrites))
@@ -120,7 +122,7 @@ impl HarnessHandler {
                 if now.rewrites != rewrites {
                     rewrites = now.rewrites;
                     epoch = epoch_of(store.clone(), task_id.clone()).await.unwrap_or(epoch + 1);
-                    if !ids && now.rewound_from > after && now.rewound_from <= cursor {
+                    if !streamed && now.rewound_from > after && now.rewound_from <= cursor {
                         // An answer built from the log's end has sent nothing yet: it reads on
                         // from the cut, where the retried workflow task appends again. (A cut
                         // at or before where it began would reach what Temporal committed.)
@@ -152,7 +154,7 @@ impl HarnessHandler {
                 for logged in batch {
                     cursor = logged.seq;
                     let end = stop.reached(&logged.event);
-                    yield Ok(StreamItem::Event { id: ids.then(|| event_id(logged.seq, epoch)), event: logged.event });
+                    yield Ok(StreamItem::Event { id: streamed.then(|| event_id(logged.seq, epoch)), event: logged.event });
                     if end {
                         return;
                     }
