@@ -14,6 +14,9 @@
 //!   the binary: docs/ui.md); `--check` fails instead when the committed build is not the
 //!   build of the sources. `test` runs the check.
 //! - `bench`: the benchmark of `docs/performance.md`, release build, one run, ratios.
+//! - `symbol-order [--bin PATH]`: measures which functions start-up and a conversation run (valgrind's
+//!   callgrind over the release binary) and writes them to `crates/harness-cli/symbol-order.txt`,
+//!   the link order of release builds (issue 31, docs/performance.md).
 //! - `histories`: re-records the `TaskWorkflow` histories the replay test replays.
 //! - `dev`: `cargo run -p harness-cli -- dev` with any extra arguments.
 //! - `old-run [REV]`: builds REV's harness and checks that a task mid-conversation on it is
@@ -32,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod postgres;
+mod symbol_order;
 use postgres::Postgres;
 
 fn root() -> PathBuf {
@@ -476,6 +480,7 @@ async fn main() -> Result<()> {
         "chaos" => chaos(extra),
         "cluster" => cluster(extra).await,
         "ui" => ui(extra),
+        "symbol-order" => symbol_order::symbol_order(extra).await,
         "contract" => run({
             let mut c = cargo();
             c.args(["test", "-p", "tiny-harness", "--test", "card_contract"]).env("INSTA_UPDATE", "always");
@@ -487,7 +492,9 @@ async fn main() -> Result<()> {
             c
         }),
         _ => {
-            eprintln!("usage: cargo xtask <test|lint|contract|ui|bench|histories|dev|chaos|cluster|old-run> [args]");
+            eprintln!(
+                "usage: cargo xtask <test|lint|contract|ui|bench|symbol-order|histories|dev|chaos|cluster|old-run> [args]"
+            );
             if verb == "help" { Ok(()) } else { bail!("unknown verb `{verb}`") }
         }
     }
