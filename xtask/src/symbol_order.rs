@@ -45,9 +45,11 @@ pub(crate) async fn symbol_order(extra: &[String]) -> Result<()> {
             })?;
             root().join("target/release/tiny-harness")
         }
-        [flag, path] if flag == "--bin" => std::path::absolute(path)?,
+        [flag, path] if flag == "--bin" => path.into(),
         _ => bail!("usage: cargo xtask symbol-order [--bin PATH]"),
     };
+    // callgrind names the object by its real path: resolve symlinks so that its functions match.
+    let bin = std::fs::canonicalize(&bin).with_context(|| format!("no binary at {}", bin.display()))?;
     let dir = std::env::temp_dir().join(format!("tiny-harness-symbol-order-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let (server, address) = match std::env::var("TINY_HARNESS_TEST_TEMPORAL") {
