@@ -176,3 +176,39 @@ impl Store {
 pub(crate) fn now() -> String {
     a2a_types::now_timestamp()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::test_support::*;
+    use sqlx::Connection;
+
+    /// After the server dropped every connection of the store (a restart, a failover), the
+    /// next reads and write get working connections, not the error of a dead one: the pool
+    /// checks an idle connection before handing it out. Issue 31 measured leaving that check
+    /// out (docs/performance.md, "The pool's pings"); this keeps it from going quietly.
+    #[tokio::test]
+    async fn after_postgres_drops_the_stores_connections_the_next_reads_and_writes_work() {
+        let url = crate::testing::fresh_postgres_database().await.unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        store.append(&opened("t", "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
+        // Several connections in the pool, each used and idle.
+        let reads = futures::future::join_all((0..8).map(|_| store.task_head("t"))).await;
+        assert!(reads.iter().all(|r| matches!(r, Ok(Some(_)))), "{reads:?}");
+
+        let mut admin = sqlx::AnyConnection::connect(&url).await.unwrap();
+        let dropped: i64 = sqlx::query_scalar(
+            "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        assert!(dropped >= 2, "the store's pooled connections were dropped ({dropped})");
+
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let reads = futures::future::join_all((0..8).map(|_| store.task_head("t"))).await;
+        assert!(reads.iter().all(|r| matches!(r, Ok(Some(_)))), "every read after the drop works: {reads:?}");
+        store.append(&new("t", "wf-2", status("t", TaskState::Working))).await.unwrap();
+        assert_eq!(store.task_head("t").await.unwrap().unwrap().state, TaskState::Working);
+    }
+}
