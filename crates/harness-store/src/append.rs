@@ -6,12 +6,12 @@
 //! row's lock keeps the log gap-free and in commit order whoever writes, and the
 //! terminal fence guarantees nothing lands after CANCELED/COMPLETED.
 
+use crate::conn::{Arg, Conn};
 use crate::history::Changes;
 use crate::reads::TaskHead;
 use crate::sql::TERMINAL_STATES;
 use crate::{Store, StoreError, now};
 use a2a_types::{Artifact, Message, StreamResponse, Task, TaskState};
-use sqlx::{AnyConnection, Row};
 use std::sync::LazyLock;
 
 /// An event to append.
@@ -188,7 +188,7 @@ impl Fields {
     /// carries, and its push outbox rows when it is pushed and the task has `configs` (S14).
     async fn write_rest(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Conn<'_>,
         task_id: &str,
         seq: i64,
         configs: i64,
@@ -209,36 +209,36 @@ struct Statements<'a> {
     fields: &'a Fields,
 }
 
-type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
-
 impl<'a> Statements<'a> {
-    /// `sql` (an [`update_row!`]) with parameters $1..$8 bound.
-    fn update_row(&self, sql: &'a str) -> Query<'a> {
+    /// The parameters of an [`update_row!`]: $1..$8, then `ninth`.
+    fn update_row(&self, ninth: Arg<'a>) -> [Arg<'a>; 9] {
         let f = self.fields;
-        sqlx::query(sql)
-            .bind(self.task_id)
-            .bind(f.state)
-            .bind(f.ts.as_str())
-            .bind(f.status.as_str())
-            .bind(f.status_ts.as_str())
-            .bind(f.snapshot.as_str())
-            .bind(f.context_id.as_str())
-            .bind(f.status_md.as_str())
+        [
+            self.task_id.into(),
+            f.state.into(),
+            f.ts.as_str().into(),
+            f.status.as_str().into(),
+            f.status_ts.as_str().into(),
+            f.snapshot.as_str().into(),
+            f.context_id.as_str().into(),
+            f.status_md.as_str().into(),
+            ninth,
+        ]
     }
 
-    fn insert_event(&self, seq: i64) -> Query<'a> {
-        sqlx::query("INSERT INTO events (task_id, seq, event_key, body, created_at) VALUES ($1, $2, $3, $4, $5)")
-            .bind(self.task_id)
-            .bind(seq)
-            .bind(self.key)
-            .bind(self.fields.body.as_str())
-            .bind(self.fields.ts.as_str())
+    async fn insert_event(&self, conn: &mut Conn<'_>, seq: i64) -> Result<(), StoreError> {
+        conn.execute(
+            "INSERT INTO events (task_id, seq, event_key, body, created_at) VALUES ($1, $2, $3, $4, $5)",
+            args![self.task_id, seq, self.key, self.fields.body.as_str(), self.fields.ts.as_str()],
+        )
+        .await?;
+        Ok(())
     }
 
     /// Writes the event at `seq` and sets the task's row to it, then the rest it carries.
-    async fn write_at(&self, conn: &mut AnyConnection, seq: i64, configs: i64) -> Result<Appended, StoreError> {
-        self.insert_event(seq).execute(&mut *conn).await?;
-        self.update_row(SET_SEQ).bind(seq).execute(&mut *conn).await?;
+    async fn write_at(&self, conn: &mut Conn<'_>, seq: i64, configs: i64) -> Result<Appended, StoreError> {
+        self.insert_event(conn, seq).await?;
+        conn.execute(SET_SEQ, &self.update_row(seq.into())).await?;
         self.fields.write_rest(conn, self.task_id, seq, configs).await
     }
 }
@@ -247,7 +247,7 @@ impl<'a> Statements<'a> {
 /// Postgres holds the row's lock (SQLite its write lock) from there to the commit: appends
 /// of one task are serialised and the log stays gap-free.
 async fn append(
-    conn: &mut AnyConnection,
+    conn: &mut Conn<'_>,
     task_id: String,
     key: String,
     task_queue: String,
@@ -256,11 +256,10 @@ async fn append(
     let at = Statements { task_id: &task_id, key: &key, fields: &fields };
     // The common case in two statements: an open task whose log lacks this key takes the
     // next seq and what this event knows (parameter $9 is the key).
-    let taken = at.update_row(FAST_UPDATE.as_str()).bind(key.as_str()).fetch_optional(&mut *conn).await?;
+    let taken = conn.fetch_optional(FAST_UPDATE.as_str(), &at.update_row(key.as_str().into())).await?;
     if let Some(row) = taken {
-        let seq: i64 = row.try_get("last_seq")?;
-        let configs: i64 = row.try_get("pushes")?;
-        at.insert_event(seq).execute(&mut *conn).await?;
+        let (seq, configs) = (row.int(0)?, row.int(1)?);
+        at.insert_event(conn, seq).await?;
         return fields.write_rest(conn, &task_id, seq, configs).await;
     }
     append_otherwise(conn, &at, &task_queue).await
@@ -268,37 +267,24 @@ async fn append(
 
 /// What the fast path did not take, with nothing written yet: a task's first event, a
 /// retried key, a key to replace, or a closed task.
-async fn append_otherwise(
-    conn: &mut AnyConnection,
-    at: &Statements<'_>,
-    task_queue: &str,
-) -> Result<Appended, StoreError> {
-    sqlx::query(
+async fn append_otherwise(conn: &mut Conn<'_>, at: &Statements<'_>, task_queue: &str) -> Result<Appended, StoreError> {
+    conn.execute(
         "INSERT INTO tasks (task_id, task_queue, updated_at) VALUES ($1, $2, $3) ON CONFLICT (task_id) DO NOTHING",
+        args![at.task_id, task_queue, at.fields.ts.as_str()],
     )
-    .bind(at.task_id)
-    .bind(task_queue)
-    .bind(at.fields.ts.as_str())
-    .execute(&mut *conn)
     .await?;
-    let row = sqlx::query(concat!(
-        "UPDATE tasks SET last_seq = last_seq WHERE task_id = $1 RETURNING last_seq, state, ",
-        pushes!()
-    ))
-    .bind(at.task_id)
-    .fetch_one(&mut *conn)
-    .await?;
-    let last_seq: i64 = row.try_get("last_seq")?;
-    let state: String = row.try_get("state")?;
-    let configs: i64 = row.try_get("pushes")?;
-    if let Some(existing) = sqlx::query("SELECT seq, body FROM events WHERE task_id = $1 AND event_key = $2")
-        .bind(at.task_id)
-        .bind(at.key)
-        .fetch_optional(&mut *conn)
+    let row = conn
+        .fetch_one(
+            concat!("UPDATE tasks SET last_seq = last_seq WHERE task_id = $1 RETURNING last_seq, state, ", pushes!()),
+            args![at.task_id],
+        )
+        .await?;
+    let (last_seq, state, configs) = (row.int(0)?, row.text(1)?, row.int(2)?);
+    if let Some(existing) = conn
+        .fetch_optional("SELECT seq, body FROM events WHERE task_id = $1 AND event_key = $2", args![at.task_id, at.key])
         .await?
     {
-        let seq: i64 = existing.try_get("seq")?;
-        let body: String = existing.try_get("body")?;
+        let (seq, body) = (existing.int(0)?, existing.text(1)?);
         if body == at.fields.body {
             // A retried append: the first one's seq, nothing written twice.
             return Ok(Appended { seq, new: false, pushes: false, rewrote: false });
@@ -315,12 +301,7 @@ async fn append_otherwise(
 /// The key is there with other content: the event at `seq` and everything after it were
 /// written by a workflow task that never committed (its retry decided otherwise), or by a
 /// model call that was retried. This event takes its place.
-async fn replace(
-    conn: &mut AnyConnection,
-    at: &Statements<'_>,
-    seq: i64,
-    configs: i64,
-) -> Result<Appended, StoreError> {
+async fn replace(conn: &mut Conn<'_>, at: &Statements<'_>, seq: i64, configs: i64) -> Result<Appended, StoreError> {
     rewind(conn, at.task_id, seq, at.fields.stored_before).await?;
     if at.fields.state.is_empty() {
         // A model chunk replaced: the turn is running, whatever the cut-off tail said.
@@ -330,7 +311,7 @@ async fn replace(
                 *TERMINAL_STATES
             )
         });
-        sqlx::query(&REOPEN).bind(at.task_id).execute(&mut *conn).await?;
+        conn.execute(&REOPEN, args![at.task_id]).await?;
     }
     let appended = at.write_at(conn, seq, configs).await?;
     Ok(Appended { rewrote: true, ..appended })
@@ -339,34 +320,33 @@ async fn replace(
 /// Cuts a task's log back to before `from`: its events from `from` on, their push
 /// deliveries, and (when the writer said what it knew stored) the history and artifact rows
 /// past those counts. Counts the cut, so readers past it can tell (docs/event-log.md).
-async fn rewind(conn: &mut AnyConnection, task_id: &str, from: i64, kept: Option<Stored>) -> Result<(), StoreError> {
+async fn rewind(conn: &mut Conn<'_>, task_id: &str, from: i64, kept: Option<Stored>) -> Result<(), StoreError> {
     for sql in [
         "DELETE FROM events WHERE task_id = $1 AND seq >= $2",
         "DELETE FROM push_outbox WHERE task_id = $1 AND seq >= $2",
     ] {
-        sqlx::query(sql).bind(task_id).bind(from).execute(&mut *conn).await?;
+        conn.execute(sql, args![task_id, from]).await?;
     }
     if let Some(kept) = kept {
         for (sql, n) in [
             ("DELETE FROM task_history WHERE task_id = $1 AND idx >= $2", kept.history),
             ("DELETE FROM task_artifacts WHERE task_id = $1 AND idx >= $2", kept.artifacts),
         ] {
-            sqlx::query(sql).bind(task_id).bind(n).execute(&mut *conn).await?;
+            conn.execute(sql, args![task_id, n]).await?;
         }
         // A cut is rare (a crash): count the senders' messages that are left.
-        sqlx::query(
+        conn.execute(
             "UPDATE tasks SET user_messages = (SELECT COUNT(*) FROM task_history h WHERE h.task_id = $1 \
              AND h.message LIKE '%\"role\":\"ROLE_USER\"%') WHERE task_id = $1",
+            args![task_id],
         )
-        .bind(task_id)
-        .execute(&mut *conn)
         .await?;
     }
-    sqlx::query("UPDATE tasks SET last_seq = $2 - 1, rewrites = rewrites + 1, rewrote_from = $2 WHERE task_id = $1")
-        .bind(task_id)
-        .bind(from)
-        .execute(&mut *conn)
-        .await?;
+    conn.execute(
+        "UPDATE tasks SET last_seq = $2 - 1, rewrites = rewrites + 1, rewrote_from = $2 WHERE task_id = $1",
+        args![task_id, from],
+    )
+    .await?;
     Ok(())
 }
 
@@ -444,29 +424,21 @@ impl Store {
         let notify_id = task_id.clone();
         let origin = self.origin.clone();
         let cut = transaction!(self, move |conn| {
-            let still = sqlx::query(
-                "UPDATE tasks SET updated_at = updated_at WHERE task_id = $1 AND last_seq = $2 AND rewrites = $3",
-            )
-            .bind(task_id.as_str())
-            .bind(last_seq)
-            .bind(rewrites)
-            .execute(&mut *conn)
-            .await?;
-            if still.rows_affected() == 0 || last_seq <= keep_through {
+            let still = conn
+                .execute(
+                    "UPDATE tasks SET updated_at = updated_at WHERE task_id = $1 AND last_seq = $2 AND rewrites = $3",
+                    args![task_id.as_str(), last_seq, rewrites],
+                )
+                .await?;
+            if still == 0 || last_seq <= keep_through {
                 return Ok(false);
             }
             rewind(conn, &task_id, keep_through + 1, Some(kept)).await?;
-            sqlx::query(
+            conn.execute(
                 "UPDATE tasks SET state = $2, status = $3, status_ts = CASE WHEN $4 = '' THEN status_ts ELSE $4 END, \
                          snapshot = $5, status_md = $6 WHERE task_id = $1",
+                args![task_id.as_str(), state, &status, &status_ts, &snapshot, &status_md],
             )
-            .bind(task_id.as_str())
-            .bind(state)
-            .bind(status)
-            .bind(status_ts)
-            .bind(snapshot)
-            .bind(status_md)
-            .execute(&mut *conn)
             .await?;
             crate::listen::announce(conn, origin.as_deref(), &task_id, keep_through + 1, true).await?;
             Ok(true)

@@ -5,9 +5,10 @@
 //! row's snapshot (the task's head) and these rows (docs/event-log.md).
 
 use crate::NewEvent;
+use crate::conn::Conn;
 use crate::{Store, StoreError};
 use a2a_types::{Artifact, Message, Task};
-use sqlx::{AnyConnection, Row};
+use sqlx::Row;
 use std::collections::HashMap;
 
 /// What an event adds to its task's history and artifacts, serialised before the writer
@@ -55,39 +56,33 @@ impl Changes {
     /// Writes the changes inside the event's transaction. A message is written once (a
     /// retried event finds it there); an artifact replaces the one with its id and keeps
     /// that one's place.
-    pub(crate) async fn write(&self, conn: &mut AnyConnection, task_id: &str) -> Result<(), StoreError> {
+    pub(crate) async fn write(&self, conn: &mut Conn<'_>, task_id: &str) -> Result<(), StoreError> {
         let mut from_users = 0i64;
         for (idx, message, from_user) in &self.messages {
-            let written = sqlx::query(
-                "INSERT INTO task_history (task_id, idx, message) VALUES ($1, $2, $3) \
-                 ON CONFLICT (task_id, idx) DO NOTHING",
-            )
-            .bind(task_id)
-            .bind(*idx)
-            .bind(message.as_str())
-            .execute(&mut *conn)
-            .await?;
-            if *from_user && written.rows_affected() == 1 {
+            let written = conn
+                .execute(
+                    "INSERT INTO task_history (task_id, idx, message) VALUES ($1, $2, $3) \
+                     ON CONFLICT (task_id, idx) DO NOTHING",
+                    args![task_id, *idx, message],
+                )
+                .await?;
+            if *from_user && written == 1 {
                 from_users += 1;
             }
         }
         if from_users > 0 {
-            sqlx::query("UPDATE tasks SET user_messages = user_messages + $2 WHERE task_id = $1")
-                .bind(task_id)
-                .bind(from_users)
-                .execute(&mut *conn)
-                .await?;
+            conn.execute(
+                "UPDATE tasks SET user_messages = user_messages + $2 WHERE task_id = $1",
+                args![task_id, from_users],
+            )
+            .await?;
         }
         for (idx, artifact_id, body) in &self.artifacts {
-            sqlx::query(
+            conn.execute(
                 "INSERT INTO task_artifacts (task_id, artifact_id, idx, body) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
+                args![task_id, artifact_id, *idx, body],
             )
-            .bind(task_id)
-            .bind(artifact_id.as_str())
-            .bind(*idx)
-            .bind(body.as_str())
-            .execute(&mut *conn)
             .await?;
         }
         Ok(())
@@ -178,16 +173,15 @@ impl Store {
     /// (all when `None`), oldest first: what a model turn reads of the conversation.
     pub async fn history(&self, task_id: &str, before: i64, last: Option<usize>) -> Result<Vec<Message>, StoreError> {
         let limit = last.map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
-        let rows =
-            sqlx::query("SELECT message FROM task_history WHERE task_id = $1 AND idx < $2 ORDER BY idx DESC LIMIT $3")
-                .bind(task_id)
-                .bind(before)
-                .bind(limit)
-                .fetch_all(self.reads())
-                .await?;
+        let rows = self
+            .read_rows(
+                "SELECT message FROM task_history WHERE task_id = $1 AND idx < $2 ORDER BY idx DESC LIMIT $3",
+                args![task_id, before, limit],
+            )
+            .await?;
         let mut messages = rows
             .iter()
-            .map(|r| Ok(serde_json::from_str(&r.try_get::<String, _>("message")?)?))
+            .map(|r| Ok(serde_json::from_str(&r.text(0)?)?))
             .collect::<Result<Vec<Message>, StoreError>>()?;
         messages.reverse();
         Ok(messages)
@@ -210,11 +204,10 @@ impl Store {
 /// Moves the history and artifacts of snapshots written before `task_history` existed into
 /// their rows, leaving each snapshot its head. Safe beside a running harness: a snapshot
 /// is only replaced if it is still the one read.
-async fn split_snapshots(conn: &mut AnyConnection) -> Result<(), StoreError> {
-    let rows = sqlx::query("SELECT task_id, snapshot FROM tasks WHERE snapshot <> ''").fetch_all(&mut *conn).await?;
+async fn split_snapshots(conn: &mut Conn<'_>) -> Result<(), StoreError> {
+    let rows = conn.fetch_all("SELECT task_id, snapshot FROM tasks WHERE snapshot <> ''", &[]).await?;
     for r in rows {
-        let task_id: String = r.try_get("task_id")?;
-        let snapshot: String = r.try_get("snapshot")?;
+        let (task_id, snapshot) = (r.text(0)?, r.text(1)?);
         let task: Task = serde_json::from_str(&snapshot).map_err(|e| {
             StoreError::Batch(format!("the stored snapshot of task {task_id} is not a task ({e}); nothing was split"))
         })?;
@@ -224,14 +217,14 @@ async fn split_snapshots(conn: &mut AnyConnection) -> Result<(), StoreError> {
         let mut changes = Changes::default();
         changes.add_task(&task)?;
         changes.write(conn, &task_id).await?;
-        sqlx::query("UPDATE tasks SET snapshot = $2 WHERE task_id = $1 AND snapshot = $3")
-            .bind(task_id.as_str())
-            .bind(serde_json::to_string(&task.head())?)
-            .bind(snapshot.as_str())
-            .execute(&mut *conn)
-            .await?;
+        let head = serde_json::to_string(&task.head())?;
+        conn.execute(
+            "UPDATE tasks SET snapshot = $2 WHERE task_id = $1 AND snapshot = $3",
+            args![&task_id, &head, &snapshot],
+        )
+        .await?;
     }
-    sqlx::query("DELETE FROM store_chores WHERE chore = 'split-snapshots'").execute(&mut *conn).await?;
+    conn.execute("DELETE FROM store_chores WHERE chore = 'split-snapshots'", &[]).await?;
     Ok(())
 }
 

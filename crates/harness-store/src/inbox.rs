@@ -1,9 +1,10 @@
 //! The inbox audit (S5): every incoming message is written here before it is
 //! acknowledged, refused ones included, with the outcome.
 
+use crate::conn::{Conn, Row};
 use crate::{Store, StoreError, now};
 use a2a_types::Message;
-use sqlx::{AnyConnection, Row};
+use sqlx::Row as _;
 
 /// What happened to an inbox item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,9 +102,11 @@ impl Store {
         transaction!(self, move |conn| {
             let inserted = insert_inbox(&mut *conn, row, &sender, opens.as_deref()).await?;
             if let Some(opens) = opens.filter(|_| !inserted) {
-                let prior = sqlx::query("SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE opens = $1")
-                    .bind(opens.as_str())
-                    .fetch_one(&mut *conn)
+                let prior = conn
+                    .fetch_one(
+                        "SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE opens = $1",
+                        args![&opens],
+                    )
                     .await?;
                 return Ok(Some(prior_of(&prior)?));
             }
@@ -116,14 +119,13 @@ impl Store {
     /// The audit row of an earlier delivery of `message_id` to `task_id`: the accepted one
     /// when there is one, else the newest.
     pub async fn prior_message(&self, task_id: &str, message_id: &str) -> Result<Option<PriorMessage>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE task_id = $1 AND message_id = $2 \
-             ORDER BY received_at, request_id",
-        )
-        .bind(task_id)
-        .bind(message_id)
-        .fetch_all(self.reads())
-        .await?;
+        let rows = self
+            .read_rows(
+                "SELECT task_id, outcome, receipt_cursor, body FROM inbox WHERE task_id = $1 AND message_id = $2 \
+                 ORDER BY received_at, request_id",
+                args![task_id, message_id],
+            )
+            .await?;
         let rows = rows.iter().map(prior_of).collect::<Result<Vec<_>, _>>()?;
         let accepted = rows.iter().position(PriorMessage::accepted);
         Ok(accepted.map_or_else(|| rows.last().cloned(), |i| Some(rows[i].clone())))
@@ -137,12 +139,11 @@ impl Store {
         };
         let (request_id, outcome) = (request_id.to_string(), outcome.as_text());
         transaction!(self, move |conn| {
-            sqlx::query("UPDATE inbox SET outcome = $2, receipt_cursor = $3 WHERE request_id = $1")
-                .bind(request_id)
-                .bind(outcome)
-                .bind(cursor)
-                .execute(conn)
-                .await?;
+            conn.execute(
+                "UPDATE inbox SET outcome = $2, receipt_cursor = $3 WHERE request_id = $1",
+                args![&request_id, &outcome, cursor],
+            )
+            .await?;
             Ok(())
         })
         .await
@@ -212,31 +213,27 @@ fn refused_excerpt(body: &str) -> String {
     serde_json::json!({"excerpt": &body[..end], "bytes": body.len(), "sha256": hex}).to_string()
 }
 
-fn prior_of(r: &sqlx::any::AnyRow) -> Result<PriorMessage, StoreError> {
-    Ok(PriorMessage {
-        task_id: r.try_get("task_id")?,
-        outcome: r.try_get("outcome")?,
-        cursor: r.try_get("receipt_cursor")?,
-        body: r.try_get("body")?,
-    })
+/// A `SELECT task_id, outcome, receipt_cursor, body` row.
+fn prior_of(r: &Row) -> Result<PriorMessage, StoreError> {
+    Ok(PriorMessage { task_id: r.text(0)?, outcome: r.text(1)?, cursor: r.opt_int(2)?, body: r.text(3)? })
 }
 
 /// Inserts an audit row; with `opens`, only when no row has it yet (returns whether it did).
 async fn insert_inbox(
-    conn: &mut AnyConnection,
+    conn: &mut Conn<'_>,
     row: [String; 6],
     sender: &str,
     opens: Option<&str>,
 ) -> Result<bool, StoreError> {
-    let mut insert = sqlx::query(
-        "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body, sender, opens) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (opens) DO NOTHING",
-    );
-    for value in row {
-        insert = insert.bind(value);
-    }
-    let done = insert.bind(sender.to_string()).bind(opens.map(str::to_string)).execute(conn).await?;
-    Ok(done.rows_affected() == 1)
+    let [request_id, task_id, message_id, received_at, outcome, body] = &row;
+    let done = conn
+        .execute(
+            "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body, sender, opens) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (opens) DO NOTHING",
+            args![request_id, task_id, message_id, received_at, outcome, body, sender, opens],
+        )
+        .await?;
+    Ok(done == 1)
 }
 
 #[cfg(test)]

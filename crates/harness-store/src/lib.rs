@@ -11,10 +11,12 @@
 /// transaction ([`Store::write`]); the macro hides the boxing a write needs.
 macro_rules! transaction {
     ($store:expr, move |$conn:ident| $body:block) => {
-        $store.write(Box::new(move |$conn: &mut sqlx::AnyConnection| Box::pin(async move $body)))
+        $store.write(Box::new(move |$conn: &mut crate::conn::Conn| Box::pin(async move $body)))
     };
 }
 
+#[macro_use]
+mod conn;
 mod append;
 mod history;
 mod inbox;
@@ -42,8 +44,8 @@ pub use reads::{LoggedEvent, OpenTask, TaskHead, TaskRow};
 /// commit's queue and batch; on Postgres, a pooled connection and its transaction.
 pub const WRITE_SECONDS: &str = "harness_store_write_duration_seconds";
 
-use sqlx::any::{AnyConnectOptions, AnyPoolOptions, install_default_drivers};
-use sqlx::{AnyPool, ConnectOptions, Executor};
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Executor};
 use std::str::FromStr;
 use std::time::Duration;
 use writer::{WriteFn, Writes};
@@ -53,6 +55,13 @@ use writer::{WriteFn, Writes};
 pub enum StoreError {
     #[error("store: {0}")]
     Sql(#[from] sqlx::Error),
+    /// A SQLite connection the store drives itself (conn.rs: the writer's, a message's reads)
+    /// failed.
+    #[error("store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A row read back is not what the statement returns, or a statement lacks a value.
+    #[error("store: {0}")]
+    Column(String),
     #[error("store migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("stored JSON is invalid: {0}")]
@@ -78,6 +87,8 @@ pub struct Store {
     /// Reads: a pool of its own on SQLite (WAL lets it read beside the writer), the one
     /// pool on Postgres.
     reads: AnyPool,
+    /// On SQLite, the reads of a message's path, run on the caller's thread (conn.rs).
+    sqlite_reads: Option<std::sync::Arc<conn::SqliteReads>>,
     notifier: Notifier,
     kind: Backend,
     /// On Postgres, this store's name in its announcements to other processes (listen.rs).
@@ -122,19 +133,18 @@ impl Store {
                 },
             )
         };
-        let (writes, reads) = match kind {
+        let (writes, reads, sqlite_reads) = match kind {
             Backend::Sqlite => {
-                let mut conn = AnyConnectOptions::from_str(&url)?.connect().await?;
-                conn.execute(SQLITE_PRAGMAS).await?;
-                conn.execute("PRAGMA journal_mode = WAL;").await?;
+                let path = sqlx::sqlite::SqliteConnectOptions::from_str(&url)?.get_filename().to_path_buf();
+                let conn = open_sqlite_writer(&path, url.contains("mode=rwc"), SQLITE_PRAGMAS)?;
                 let reads = options(4).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&reads).await?;
-                (Writes::batched(conn)?, reads)
+                (Writes::batched(conn)?, reads, Some(std::sync::Arc::new(conn::SqliteReads::new(path))))
             }
             Backend::Postgres => {
                 let pool = options(16).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&pool).await?;
-                (Writes::Pool(pool.clone()), pool)
+                (Writes::Pool(pool.clone()), pool, None)
             }
         };
         let notifier = Notifier::default();
@@ -142,7 +152,7 @@ impl Store {
         if let Some(origin) = &origin {
             listen::spawn_listener(url.clone(), origin.clone(), notifier.clone());
         }
-        let store = Self { writes, reads, notifier, kind, origin };
+        let store = Self { writes, reads, sqlite_reads, notifier, kind, origin };
         store.run_chores().await?;
         Ok(store)
     }
@@ -171,6 +181,33 @@ impl Store {
     pub(crate) fn reads(&self) -> &AnyPool {
         &self.reads
     }
+
+    /// The rows of one of a message's reads: on SQLite on this thread (conn.rs), on
+    /// Postgres from the pool.
+    pub(crate) async fn read_rows(&self, sql: &str, args: &[conn::Arg<'_>]) -> Result<Vec<conn::Row>, StoreError> {
+        match &self.sqlite_reads {
+            Some(reads) => reads.rows(sql, args),
+            None => {
+                Ok(conn::any_query(sql, args).fetch_all(self.reads()).await?.into_iter().map(conn::Row::Any).collect())
+            }
+        }
+    }
+}
+
+/// The SQLite writer's connection (conn.rs), opened as sqlx opens the pool's: the same
+/// file, created when the URL's mode is `rwc`, in WAL mode with the store's pragmas.
+fn open_sqlite_writer(path: &std::path::Path, create: bool, pragmas: &str) -> Result<rusqlite::Connection, StoreError> {
+    use rusqlite::OpenFlags;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = rusqlite::Connection::open_with_flags(path, flags)?;
+    conn.execute_batch(pragmas)?;
+    conn.execute_batch("PRAGMA journal_mode = WAL;")?;
+    // Every statement of the writes stays prepared (about thirty of them).
+    conn.set_prepared_statement_cache_capacity(128);
+    Ok(conn)
 }
 
 pub(crate) fn now() -> String {

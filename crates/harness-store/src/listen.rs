@@ -47,7 +47,7 @@ fn parse(payload: &str) -> Option<Announced<'_>> {
 /// `task_id`'s log has `seq` (or, when `rewound`, was cut back and appended again from
 /// `seq`). `origin` is this store's (`None` on SQLite: one process, nothing to tell).
 pub(crate) async fn announce(
-    conn: &mut sqlx::AnyConnection,
+    conn: &mut crate::conn::Conn<'_>,
     origin: Option<&str>,
     task_id: &str,
     seq: i64,
@@ -55,7 +55,7 @@ pub(crate) async fn announce(
 ) -> Result<(), crate::StoreError> {
     let Some(origin) = origin else { return Ok(()) };
     let payload = format!("{origin} {} {seq} {task_id}", if rewound { "r" } else { "n" });
-    sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload).execute(conn).await?;
+    conn.fetch_all("SELECT pg_notify($1, $2)", args![CHANNEL, payload.as_str()]).await?;
     Ok(())
 }
 

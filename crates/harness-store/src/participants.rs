@@ -1,8 +1,9 @@
 //! Participants of tasks (S13, D4): a task a known caller is not on is, for that caller,
 //! not found; ListTasks filters the same way.
 
+use crate::conn::Conn;
 use crate::{Store, StoreError};
-use sqlx::{AnyConnection, Row};
+use sqlx::Row;
 
 impl Store {
     /// Adds participants to a task (an existing one keeps its role).
@@ -15,7 +16,7 @@ impl Store {
     pub async fn set_participants(&self, task_id: &str, participants: &[(String, String)]) -> Result<(), StoreError> {
         let (task_id, participants) = (task_id.to_string(), participants.to_vec());
         transaction!(self, move |conn| {
-            sqlx::query("DELETE FROM task_participants WHERE task_id = $1").bind(&task_id).execute(&mut *conn).await?;
+            conn.execute("DELETE FROM task_participants WHERE task_id = $1", args![&task_id]).await?;
             insert_participants(conn, &task_id, participants).await
         })
         .await
@@ -34,19 +35,16 @@ impl Store {
 
 /// The statements of [`Store::add_participants`], for a write that does more.
 pub(crate) async fn insert_participants(
-    conn: &mut AnyConnection,
+    conn: &mut Conn<'_>,
     task_id: &str,
     participants: Vec<(String, String)>,
 ) -> Result<(), StoreError> {
-    for (id, role) in participants {
-        sqlx::query(
+    for (id, role) in &participants {
+        conn.execute(
             "INSERT INTO task_participants (task_id, participant_id, role) VALUES ($1, $2, $3) \
              ON CONFLICT (task_id, participant_id) DO NOTHING",
+            args![task_id, id, role],
         )
-        .bind(task_id)
-        .bind(id)
-        .bind(role)
-        .execute(&mut *conn)
         .await?;
     }
     Ok(())

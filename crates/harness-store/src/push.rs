@@ -7,8 +7,8 @@
 //! rows whose lease ran out (or, as an SQLite store's only process, any row when it
 //! starts) takes them over.
 
+use crate::conn::Conn;
 use crate::{Backend, Store, StoreError, now};
-use sqlx::AnyConnection;
 use sqlx::Row;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -26,15 +26,12 @@ fn lease_from_now() -> i64 {
 
 /// Puts the event `seq` of `task_id` in the outbox for every config of the task, inside
 /// the append's transaction, leased to the appending process.
-pub(crate) async fn to_outbox(conn: &mut AnyConnection, task_id: &str, seq: i64) -> Result<(), StoreError> {
-    sqlx::query(
+pub(crate) async fn to_outbox(conn: &mut Conn<'_>, task_id: &str, seq: i64) -> Result<(), StoreError> {
+    conn.execute(
         "INSERT INTO push_outbox (task_id, config_id, seq, claim, claimed_until) \
          SELECT task_id, config_id, $2, '', $3 FROM push_configs WHERE task_id = $1",
+        args![task_id, seq, lease_from_now()],
     )
-    .bind(task_id)
-    .bind(seq)
-    .bind(lease_from_now())
-    .execute(conn)
     .await?;
     Ok(())
 }
@@ -67,16 +64,11 @@ impl Store {
     pub async fn put_push_config(&self, row: &PushRow) -> Result<(), StoreError> {
         let (row, created) = (row.clone(), now());
         transaction!(self, move |conn| {
-            sqlx::query(
+            conn.execute(
                 "INSERT INTO push_configs (task_id, config_id, url, sealed, created_at) VALUES ($1, $2, $3, $4, $5) \
                      ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, sealed = excluded.sealed",
+                args![&row.task_id, &row.config_id, &row.url, &row.sealed, &created],
             )
-            .bind(row.task_id)
-            .bind(row.config_id)
-            .bind(row.url)
-            .bind(row.sealed)
-            .bind(created)
-            .execute(conn)
             .await?;
             Ok(())
         })
@@ -116,17 +108,12 @@ impl Store {
         let (queue, mine, now_ms, lease) =
             (task_queue.to_string(), claim.clone(), epoch_ms(SystemTime::now()), lease_from_now());
         transaction!(self, move |conn| {
-            sqlx::query(
+            conn.execute(
                 "UPDATE push_outbox SET claim = $1, claimed_until = $2 \
                      WHERE (claimed_until < $3 OR $4 = 1) \
                      AND task_id IN (SELECT task_id FROM tasks WHERE task_queue = $5)",
+                args![&mine, lease, now_ms, take_all, &queue],
             )
-            .bind(mine)
-            .bind(lease)
-            .bind(now_ms)
-            .bind(take_all)
-            .bind(queue)
-            .execute(conn)
             .await?;
             Ok(())
         })
@@ -158,12 +145,11 @@ impl Store {
     pub async fn push_done(&self, task_id: &str, config_id: &str, seq: i64) -> Result<(), StoreError> {
         let (task_id, config_id) = (task_id.to_string(), config_id.to_string());
         transaction!(self, move |conn| {
-            sqlx::query("DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2 AND seq = $3")
-                .bind(task_id)
-                .bind(config_id)
-                .bind(seq)
-                .execute(conn)
-                .await?;
+            conn.execute(
+                "DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2 AND seq = $3",
+                args![&task_id, &config_id, seq],
+            )
+            .await?;
             Ok(())
         })
         .await
@@ -179,17 +165,12 @@ impl Store {
     pub async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
         let (task_id, config_id) = (task_id.to_string(), config_id.to_string());
         let deleted = transaction!(self, move |conn| {
-            let done = sqlx::query("DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2")
-                .bind(task_id.as_str())
-                .bind(config_id.as_str())
-                .execute(&mut *conn)
+            let done = conn
+                .execute("DELETE FROM push_configs WHERE task_id = $1 AND config_id = $2", args![&task_id, &config_id])
                 .await?;
-            sqlx::query("DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2")
-                .bind(task_id)
-                .bind(config_id)
-                .execute(conn)
+            conn.execute("DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2", args![&task_id, &config_id])
                 .await?;
-            Ok(done.rows_affected())
+            Ok(done)
         })
         .await?;
         Ok(deleted > 0)

@@ -81,40 +81,34 @@ fn items<T: serde::de::DeserializeOwned>(joined: Option<String>) -> Result<Vec<T
 impl Store {
     /// Events of a task with `seq > after`, in order, at most `limit`.
     pub async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<LoggedEvent>, StoreError> {
-        let rows = sqlx::query("SELECT seq, body FROM events WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
-            .bind(task_id)
-            .bind(after)
-            .bind(limit)
-            .fetch_all(self.reads())
+        let rows = self
+            .read_rows(
+                "SELECT seq, body FROM events WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                args![task_id, after, limit],
+            )
             .await?;
-        rows.iter()
-            .map(|r| {
-                let body: String = r.try_get("body")?;
-                Ok(LoggedEvent { seq: r.try_get("seq")?, event: serde_json::from_str(&body)? })
-            })
-            .collect()
+        rows.iter().map(|r| Ok(LoggedEvent { seq: r.int(0)?, event: serde_json::from_str(&r.text(1)?)? })).collect()
     }
 
     /// State, context and newest seq of a task whose log has begun (no snapshot parsing).
     pub async fn task_head(&self, task_id: &str) -> Result<Option<TaskHead>, StoreError> {
-        let Some(r) = sqlx::query(
-            "SELECT state, context_id, last_seq, task_queue, rewrites, rewrote_from FROM tasks \
-             WHERE task_id = $1 AND snapshot <> ''",
-        )
-        .bind(task_id)
-        .fetch_optional(self.reads())
-        .await?
-        else {
+        let rows = self
+            .read_rows(
+                "SELECT state, context_id, last_seq, task_queue, rewrites, rewrote_from FROM tasks \
+                 WHERE task_id = $1 AND snapshot <> ''",
+                args![task_id],
+            )
+            .await?;
+        let Some(r) = rows.first() else {
             return Ok(None);
         };
-        let state: String = r.try_get("state")?;
         Ok(Some(TaskHead {
-            state: state.parse().unwrap_or_default(),
-            context_id: r.try_get("context_id")?,
-            last_seq: r.try_get("last_seq")?,
-            task_queue: r.try_get("task_queue")?,
-            rewrites: r.try_get("rewrites")?,
-            rewrote_from: r.try_get("rewrote_from")?,
+            state: r.text(0)?.parse().unwrap_or_default(),
+            context_id: r.text(1)?,
+            last_seq: r.int(2)?,
+            task_queue: r.text(3)?,
+            rewrites: r.int(4)?,
+            rewrote_from: r.int(5)?,
         }))
     }
 
@@ -150,37 +144,31 @@ impl Store {
             Artifacts::All => i64::MAX,
             Artifacts::Newest(n) => n,
         };
-        let Some(r) = sqlx::query(ROW)
-            .bind(task_id)
-            .bind(history_limit)
-            .bind(artifacts_limit)
-            .fetch_optional(self.reads())
-            .await?
-        else {
+        let rows = self.read_rows(ROW, args![task_id, history_limit, artifacts_limit]).await?;
+        let Some(r) = rows.first() else {
             return Ok(None);
         };
-        let snapshot: String = r.try_get("snapshot")?;
+        let snapshot = r.text(0)?;
         if snapshot.is_empty() {
             return Ok(None);
         }
-        let state: String = r.try_get("state")?;
         let mut task: Task = serde_json::from_str(&snapshot)?;
-        let state: TaskState = state.parse().unwrap_or_default();
+        let state: TaskState = r.text(1)?.parse().unwrap_or_default();
         // The snapshot is written with final statuses; a later event (a WORKING status) may
         // have moved the status on.
-        let status: String = r.try_get("status")?;
+        let status = r.text(2)?;
         if !status.is_empty() {
             task.status = serde_json::from_str(&status)?;
         }
         task.status.state = state;
-        task.history = items(r.try_get("history")?)?;
-        task.artifacts = items(r.try_get("artifacts")?)?;
+        task.history = items(r.opt_text(6)?)?;
+        task.artifacts = items(r.opt_text(7)?)?;
         Ok(Some(TaskRow {
             task,
             state,
-            last_seq: r.try_get("last_seq")?,
-            task_queue: r.try_get("task_queue")?,
-            status_md: status_md(&r.try_get::<String, _>("status_md")?)?,
+            last_seq: r.int(4)?,
+            task_queue: r.text(5)?,
+            status_md: status_md(&r.text(3)?)?,
         }))
     }
     /// The task queue that owns a task, when its log has begun (S19).

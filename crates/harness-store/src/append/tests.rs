@@ -1,5 +1,6 @@
 use super::*;
 use crate::test_support::*;
+use sqlx::Row as _;
 
 on_both!(appends_are_gap_free_idempotent_and_fenced_after_a_terminal_event, gap_free_idempotent_fenced);
 on_both!(concurrent_writers_of_one_task_never_leave_a_gap, concurrent_writers);

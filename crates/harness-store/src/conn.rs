@@ -1,0 +1,278 @@
+//! The connections the store drives itself (issue 31): a write runs on a [`Conn`], on
+//! Postgres a pooled sqlx connection, on SQLite the writer's own connection, driven on the
+//! writer's thread; a message's reads run on SQLite on the caller's thread
+//! ([`SqliteReads`]).
+//!
+//! sqlx runs each SQLite connection on a thread of its own and every statement is a
+//! message to that thread and an answer back: two thread hops per statement (and, for a
+//! pooled read, a check of the connection before it, two more), about twenty statements per
+//! message. Here SQLite's C library (rusqlite) is called on the thread that wants the
+//! answer, so a statement costs no hop (docs/performance.md, "SQLite without sqlx's
+//! threads"). Each write is written once, against [`Conn`], and runs on both databases.
+
+use crate::StoreError;
+use rusqlite::types::Value;
+use sqlx::{AnyConnection, Row as _};
+
+/// A bound parameter. Its kind is the one the column takes, so Postgres, which types a
+/// parameter from its value, sees what it saw before (a NULL of a bigint column is an
+/// [`Arg::Int`] of `None`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg<'a> {
+    Text(Option<&'a str>),
+    Int(Option<i64>),
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Self::Text(Some(v))
+    }
+}
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Self::Text(Some(v))
+    }
+}
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Self::Text(v)
+    }
+}
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Self::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Self::Int(v)
+    }
+}
+
+/// The parameters of a statement, `$1` first.
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        &[$(crate::conn::Arg::from($arg)),*]
+    };
+}
+
+/// A row a write read back (a RETURNING list or a SELECT), its columns by position.
+pub(crate) enum Row {
+    Any(sqlx::any::AnyRow),
+    Sqlite(Vec<Value>),
+}
+
+impl Row {
+    pub(crate) fn int(&self, column: usize) -> Result<i64, StoreError> {
+        match self {
+            Self::Any(r) => Ok(r.try_get(column)?),
+            Self::Sqlite(values) => match values.get(column) {
+                Some(Value::Integer(n)) => Ok(*n),
+                other => Err(not_a(column, "an integer", other)),
+            },
+        }
+    }
+
+    pub(crate) fn opt_int(&self, column: usize) -> Result<Option<i64>, StoreError> {
+        match self {
+            Self::Any(r) => Ok(r.try_get(column)?),
+            Self::Sqlite(values) => match values.get(column) {
+                Some(Value::Null) => Ok(None),
+                _ => self.int(column).map(Some),
+            },
+        }
+    }
+
+    pub(crate) fn opt_text(&self, column: usize) -> Result<Option<String>, StoreError> {
+        match self {
+            Self::Any(r) => Ok(r.try_get(column)?),
+            Self::Sqlite(values) => match values.get(column) {
+                Some(Value::Null) => Ok(None),
+                _ => self.text(column).map(Some),
+            },
+        }
+    }
+
+    pub(crate) fn text(&self, column: usize) -> Result<String, StoreError> {
+        match self {
+            Self::Any(r) => Ok(r.try_get(column)?),
+            Self::Sqlite(values) => match values.get(column) {
+                Some(Value::Text(s)) => Ok(s.clone()),
+                other => Err(not_a(column, "text", other)),
+            },
+        }
+    }
+}
+
+fn not_a(column: usize, wanted: &str, found: Option<&Value>) -> StoreError {
+    let found = match found {
+        None => "missing".to_string(),
+        Some(v) => format!("{:?}", v.data_type()),
+    };
+    StoreError::Column(format!("column {column} of a row the store read is {found}, not {wanted}"))
+}
+
+/// A connection inside a write's transaction.
+pub(crate) enum Conn<'c> {
+    Any(&'c mut AnyConnection),
+    Sqlite(&'c mut rusqlite::Connection),
+}
+
+impl Conn<'_> {
+    /// Runs a statement that returns no rows; the number of rows it changed.
+    pub(crate) async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, StoreError> {
+        match self {
+            Self::Any(conn) => Ok(any_query(sql, args).execute(&mut **conn).await?.rows_affected()),
+            Self::Sqlite(conn) => Ok(sqlite_execute(conn, sql, args)?),
+        }
+    }
+
+    /// Runs a statement and returns its rows.
+    pub(crate) async fn fetch_all(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, StoreError> {
+        match self {
+            Self::Any(conn) => {
+                Ok(any_query(sql, args).fetch_all(&mut **conn).await?.into_iter().map(Row::Any).collect())
+            }
+            Self::Sqlite(conn) => Ok(sqlite_rows(conn, sql, args)?.into_iter().map(Row::Sqlite).collect()),
+        }
+    }
+
+    /// Runs a statement and returns its first row, if any (every row is read: a RETURNING
+    /// statement has done all of its work once read to the end).
+    pub(crate) async fn fetch_optional(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<Row>, StoreError> {
+        Ok(self.fetch_all(sql, args).await?.into_iter().next())
+    }
+
+    /// As [`Conn::fetch_optional`], and no row is an error.
+    pub(crate) async fn fetch_one(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Row, StoreError> {
+        self.fetch_optional(sql, args).await?.ok_or(StoreError::Sql(sqlx::Error::RowNotFound))
+    }
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+pub(crate) fn any_query<'q>(sql: &'q str, args: &[Arg<'q>]) -> AnyQuery<'q> {
+    args.iter().fold(sqlx::query(sql), |query, arg| match *arg {
+        Arg::Text(v) => query.bind(v),
+        Arg::Int(v) => query.bind(v),
+    })
+}
+
+/// Prepares `sql` (from the connection's statement cache) and binds `args` by their
+/// numbers: SQLite numbers `$N` parameters in the order they first appear, not by N.
+fn sqlite_prepare<'c>(
+    conn: &'c rusqlite::Connection,
+    sql: &str,
+    args: &[Arg<'_>],
+) -> Result<rusqlite::CachedStatement<'c>, StoreError> {
+    let mut statement = conn.prepare_cached(sql)?;
+    for index in 1..=statement.parameter_count() {
+        let name = statement.parameter_name(index).unwrap_or("?");
+        let arg =
+            name.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).and_then(|n| args.get(n.wrapping_sub(1)));
+        match arg {
+            Some(Arg::Text(v)) => statement.raw_bind_parameter(index, v)?,
+            Some(Arg::Int(v)) => statement.raw_bind_parameter(index, v)?,
+            None => {
+                return Err(StoreError::Column(format!(
+                    "the statement's parameter {name} has no value ({} given): {sql}",
+                    args.len()
+                )));
+            }
+        }
+    }
+    Ok(statement)
+}
+
+fn sqlite_execute(conn: &rusqlite::Connection, sql: &str, args: &[Arg<'_>]) -> Result<u64, StoreError> {
+    Ok(sqlite_prepare(conn, sql, args)?.raw_execute()? as u64)
+}
+
+pub(crate) fn sqlite_rows(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    args: &[Arg<'_>],
+) -> Result<Vec<Vec<Value>>, StoreError> {
+    let mut statement = sqlite_prepare(conn, sql, args)?;
+    let columns = statement.column_count();
+    let mut rows = statement.raw_query();
+    let mut read = Vec::new();
+    while let Some(row) = rows.next()? {
+        read.push((0..columns).map(|i| row.get::<_, Value>(i)).collect::<Result<_, _>>()?);
+    }
+    Ok(read)
+}
+
+/// SQLite connections for the reads a message makes (its task's head, its prior delivery,
+/// the history a turn reads, the log from its receipt, the answer's row), each run on the
+/// caller's thread: an indexed read is a few microseconds of SQLite, less than the hop to
+/// a connection thread and back that sqlx makes of it (and of its pool's check before).
+/// A connection is taken for one statement; at most [`SqliteReads::IDLE`] wait between.
+pub(crate) struct SqliteReads {
+    path: std::path::PathBuf,
+    idle: std::sync::Mutex<Vec<rusqlite::Connection>>,
+}
+
+impl SqliteReads {
+    const IDLE: usize = 4;
+
+    pub(crate) fn new(path: std::path::PathBuf) -> Self {
+        Self { path, idle: std::sync::Mutex::new(Vec::new()) }
+    }
+
+    fn open(&self) -> Result<rusqlite::Connection, StoreError> {
+        use rusqlite::OpenFlags;
+        let conn = rusqlite::Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.execute_batch("PRAGMA busy_timeout = 10000; PRAGMA query_only = ON;")?;
+        conn.set_prepared_statement_cache_capacity(32);
+        Ok(conn)
+    }
+
+    /// The rows of a read (a connection that failed a statement stays usable).
+    pub(crate) fn rows(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, StoreError> {
+        let idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.open()?,
+        };
+        let rows = sqlite_rows(&conn, sql, args);
+        let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < Self::IDLE {
+            idle.push(conn);
+        }
+        Ok(rows?.into_iter().map(Row::Sqlite).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite numbers `$N` parameters in the order they first appear; the store's statements
+    /// (an append's row update begins with `$2`) bind each by its N, as sqlx did.
+    #[test]
+    fn parameters_bind_by_their_number_and_a_missing_one_is_named() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let rows = sqlite_rows(&conn, "SELECT $2 || '-' || $1, $3 + 1", args!["a", "b", 41]).unwrap();
+        assert_eq!(rows, vec![vec![Value::Text("b-a".into()), Value::Integer(42)]]);
+
+        let err = sqlite_rows(&conn, "SELECT $1, $3", args!["a", "b"]).unwrap_err().to_string();
+        assert!(err.contains("parameter $3 has no value (2 given)"), "{err}");
+        // The connection's statement cache holds nothing half-bound: the next statement works.
+        assert_eq!(sqlite_execute(&conn, "CREATE TABLE t (x INTEGER)", &[]).unwrap(), 0);
+    }
+
+    /// A column of another type than asked is an error that says which and what it is.
+    #[test]
+    fn a_column_of_another_type_is_named() {
+        let row = Row::Sqlite(vec![Value::Text("x".into()), Value::Null]);
+        assert_eq!(row.opt_int(1).unwrap(), None);
+        assert_eq!(row.opt_text(1).unwrap(), None);
+        let err = row.int(0).unwrap_err().to_string();
+        assert!(err.contains("column 0") && err.contains("Text") && err.contains("not an integer"), "{err}");
+        assert!(row.text(2).unwrap_err().to_string().contains("missing"));
+    }
+}
