@@ -285,7 +285,7 @@ async fn append_otherwise(conn: &mut Conn<'_>, at: &Statements<'_>, task_queue: 
         .await?
     {
         let (seq, body) = (existing.int(0)?, existing.text(1)?);
-        if body == at.fields.body {
+        if *body == at.fields.body {
             // A retried append: the first one's seq, nothing written twice.
             return Ok(Appended { seq, new: false, pushes: false, rewrote: false });
         }

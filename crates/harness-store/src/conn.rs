@@ -13,6 +13,31 @@
 use crate::StoreError;
 use rusqlite::types::Value;
 use sqlx::{AnyConnection, Row as _};
+use std::borrow::Cow;
+
+/// What every SQLite connection of the store runs first, sqlx's and the store's own.
+pub(crate) const SQLITE_PRAGMAS: &str =
+    "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;";
+
+/// A SQLite connection the store drives itself: the store's pragmas, then `pragmas`, and a
+/// statement cache of `statements`.
+pub(crate) fn open_sqlite(
+    path: &std::path::Path,
+    create: bool,
+    pragmas: &str,
+    statements: usize,
+) -> Result<rusqlite::Connection, StoreError> {
+    use rusqlite::OpenFlags;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = rusqlite::Connection::open_with_flags(path, flags)?;
+    conn.execute_batch(SQLITE_PRAGMAS)?;
+    conn.execute_batch(pragmas)?;
+    conn.set_prepared_statement_cache_capacity(statements);
+    Ok(conn)
+}
 
 /// A bound parameter. Its kind is the one the column takes, so Postgres, which types a
 /// parameter from its value, sees what it saw before (a NULL of a bigint column is an
@@ -83,9 +108,10 @@ impl Row {
         }
     }
 
-    pub(crate) fn opt_text(&self, column: usize) -> Result<Option<String>, StoreError> {
+    /// A text column: borrowed from an SQLite row, copied out of sqlx's.
+    pub(crate) fn opt_text(&self, column: usize) -> Result<Option<Cow<'_, str>>, StoreError> {
         match self {
-            Self::Any(r) => Ok(r.try_get(column)?),
+            Self::Any(r) => Ok(r.try_get::<Option<String>, _>(column)?.map(Cow::Owned)),
             Self::Sqlite(values) => match values.get(column) {
                 Some(Value::Null) => Ok(None),
                 _ => self.text(column).map(Some),
@@ -93,11 +119,12 @@ impl Row {
         }
     }
 
-    pub(crate) fn text(&self, column: usize) -> Result<String, StoreError> {
+    /// As [`Row::opt_text`], and NULL is an error.
+    pub(crate) fn text(&self, column: usize) -> Result<Cow<'_, str>, StoreError> {
         match self {
-            Self::Any(r) => Ok(r.try_get(column)?),
+            Self::Any(r) => Ok(Cow::Owned(r.try_get(column)?)),
             Self::Sqlite(values) => match values.get(column) {
-                Some(Value::Text(s)) => Ok(s.clone()),
+                Some(Value::Text(s)) => Ok(Cow::Borrowed(s)),
                 other => Err(not_a(column, "text", other)),
             },
         }
@@ -220,23 +247,12 @@ impl SqliteReads {
         Self { path, idle: std::sync::Mutex::new(Vec::new()) }
     }
 
-    fn open(&self) -> Result<rusqlite::Connection, StoreError> {
-        use rusqlite::OpenFlags;
-        let conn = rusqlite::Connection::open_with_flags(
-            &self.path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.execute_batch("PRAGMA busy_timeout = 10000; PRAGMA query_only = ON;")?;
-        conn.set_prepared_statement_cache_capacity(32);
-        Ok(conn)
-    }
-
     /// The rows of a read (a connection that failed a statement stays usable).
     pub(crate) fn rows(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, StoreError> {
         let idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
         let conn = match idle {
             Some(conn) => conn,
-            None => self.open()?,
+            None => open_sqlite(&self.path, false, "PRAGMA query_only = ON;", 32)?,
         };
         let rows = sqlite_rows(&conn, sql, args);
         let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -271,6 +287,7 @@ mod tests {
         let row = Row::Sqlite(vec![Value::Text("x".into()), Value::Null]);
         assert_eq!(row.opt_int(1).unwrap(), None);
         assert_eq!(row.opt_text(1).unwrap(), None);
+        assert_eq!(row.text(0).unwrap(), "x");
         let err = row.int(0).unwrap_err().to_string();
         assert!(err.contains("column 0") && err.contains("Text") && err.contains("not an integer"), "{err}");
         assert!(row.text(2).unwrap_err().to_string().contains("missing"));

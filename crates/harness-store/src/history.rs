@@ -220,7 +220,7 @@ async fn split_snapshots(conn: &mut Conn<'_>) -> Result<(), StoreError> {
         let head = serde_json::to_string(&task.head())?;
         conn.execute(
             "UPDATE tasks SET snapshot = $2 WHERE task_id = $1 AND snapshot = $3",
-            args![&task_id, &head, &snapshot],
+            args![&*task_id, &head, &*snapshot],
         )
         .await?;
     }

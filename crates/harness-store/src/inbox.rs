@@ -215,7 +215,12 @@ fn refused_excerpt(body: &str) -> String {
 
 /// A `SELECT task_id, outcome, receipt_cursor, body` row.
 fn prior_of(r: &Row) -> Result<PriorMessage, StoreError> {
-    Ok(PriorMessage { task_id: r.text(0)?, outcome: r.text(1)?, cursor: r.opt_int(2)?, body: r.text(3)? })
+    Ok(PriorMessage {
+        task_id: r.text(0)?.into_owned(),
+        outcome: r.text(1)?.into_owned(),
+        cursor: r.opt_int(2)?,
+        body: r.text(3)?.into_owned(),
+    })
 }
 
 /// Inserts an audit row; with `opens`, only when no row has it yet (returns whether it did).

@@ -119,14 +119,12 @@ impl Store {
             }
             _ => url.to_string(),
         };
-        const SQLITE_PRAGMAS: &str =
-            "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;";
         let options = |max: u32| {
             AnyPoolOptions::new().max_connections(max).acquire_timeout(Duration::from_secs(10)).after_connect(
                 move |conn, _| {
                     Box::pin(async move {
                         if kind == Backend::Sqlite {
-                            conn.execute(SQLITE_PRAGMAS).await?;
+                            conn.execute(conn::SQLITE_PRAGMAS).await?;
                         }
                         Ok(())
                     })
@@ -136,7 +134,9 @@ impl Store {
         let (writes, reads, sqlite_reads) = match kind {
             Backend::Sqlite => {
                 let path = sqlx::sqlite::SqliteConnectOptions::from_str(&url)?.get_filename().to_path_buf();
-                let conn = open_sqlite_writer(&path, url.contains("mode=rwc"), SQLITE_PRAGMAS)?;
+                // The writer's connection opens first: it creates the file (when the URL's mode
+                // is `rwc`) and puts it in WAL mode; every write statement stays prepared.
+                let conn = conn::open_sqlite(&path, url.contains("mode=rwc"), "PRAGMA journal_mode = WAL;", 128)?;
                 let reads = options(4).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&reads).await?;
                 (Writes::batched(conn)?, reads, Some(std::sync::Arc::new(conn::SqliteReads::new(path))))
@@ -192,22 +192,6 @@ impl Store {
             }
         }
     }
-}
-
-/// The SQLite writer's connection (conn.rs), opened as sqlx opens the pool's: the same
-/// file, created when the URL's mode is `rwc`, in WAL mode with the store's pragmas.
-fn open_sqlite_writer(path: &std::path::Path, create: bool, pragmas: &str) -> Result<rusqlite::Connection, StoreError> {
-    use rusqlite::OpenFlags;
-    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if create {
-        flags |= OpenFlags::SQLITE_OPEN_CREATE;
-    }
-    let conn = rusqlite::Connection::open_with_flags(path, flags)?;
-    conn.execute_batch(pragmas)?;
-    conn.execute_batch("PRAGMA journal_mode = WAL;")?;
-    // Every statement of the writes stays prepared (about thirty of them).
-    conn.set_prepared_statement_cache_capacity(128);
-    Ok(conn)
 }
 
 pub(crate) fn now() -> String {

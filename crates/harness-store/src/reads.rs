@@ -65,13 +65,13 @@ fn status_md(text: &str) -> Result<Option<Struct>, StoreError> {
 }
 
 /// The items of a JSON array the database wrote without its brackets (`None`: no rows).
-fn items<T: serde::de::DeserializeOwned>(joined: Option<String>) -> Result<Vec<T>, StoreError> {
+fn items<T: serde::de::DeserializeOwned>(joined: Option<&str>) -> Result<Vec<T>, StoreError> {
     match joined {
         None => Ok(Vec::new()),
         Some(joined) => {
             let mut array = String::with_capacity(joined.len() + 2);
             array.push('[');
-            array.push_str(&joined);
+            array.push_str(joined);
             array.push(']');
             Ok(serde_json::from_str(&array)?)
         }
@@ -104,9 +104,9 @@ impl Store {
         };
         Ok(Some(TaskHead {
             state: r.text(0)?.parse().unwrap_or_default(),
-            context_id: r.text(1)?,
+            context_id: r.text(1)?.into_owned(),
             last_seq: r.int(2)?,
-            task_queue: r.text(3)?,
+            task_queue: r.text(3)?.into_owned(),
             rewrites: r.int(4)?,
             rewrote_from: r.int(5)?,
         }))
@@ -161,13 +161,13 @@ impl Store {
             task.status = serde_json::from_str(&status)?;
         }
         task.status.state = state;
-        task.history = items(r.opt_text(6)?)?;
-        task.artifacts = items(r.opt_text(7)?)?;
+        task.history = items(r.opt_text(6)?.as_deref())?;
+        task.artifacts = items(r.opt_text(7)?.as_deref())?;
         Ok(Some(TaskRow {
             task,
             state,
             last_seq: r.int(4)?,
-            task_queue: r.text(5)?,
+            task_queue: r.text(5)?.into_owned(),
             status_md: status_md(&r.text(3)?)?,
         }))
     }
