@@ -27,6 +27,7 @@ mod participants;
 mod push;
 mod reads;
 mod sql;
+mod tails;
 #[cfg(test)]
 mod test_support;
 pub mod testing;
@@ -93,6 +94,8 @@ pub struct Store {
     kind: Backend,
     /// On Postgres, this store's name in its announcements to other processes (listen.rs).
     origin: Option<String>,
+    /// The newest messages of the tasks answered lately (tails.rs).
+    tails: std::sync::Arc<tails::Tails>,
 }
 
 /// Which database is behind the pool.
@@ -152,7 +155,7 @@ impl Store {
         if let Some(origin) = &origin {
             listen::spawn_listener(url.clone(), origin.clone(), notifier.clone());
         }
-        let store = Self { writes, reads, sqlite_reads, notifier, kind, origin };
+        let store = Self { writes, reads, sqlite_reads, notifier, kind, origin, tails: Default::default() };
         store.run_chores().await?;
         Ok(store)
     }

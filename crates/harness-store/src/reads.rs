@@ -59,6 +59,19 @@ pub struct TaskRow {
     pub status_md: Option<Struct>,
 }
 
+/// A task's row as [`Store::task_row`] read it.
+struct ReadRow {
+    row: TaskRow,
+    /// The task's count of the log's cuts.
+    rewrites: i64,
+    /// The history index of the oldest message read (`None`: none was).
+    history_from: Option<i64>,
+    /// The history index of the task's newest message (-1: it has none).
+    history_to: i64,
+    /// The JSON of the messages read, in bytes.
+    history_bytes: usize,
+}
+
 /// The metadata of the newest status event as stored ("" before it was kept).
 fn status_md(text: &str) -> Result<Option<Struct>, StoreError> {
     if text.is_empty() { Ok(None) } else { Ok(Some(serde_json::from_str(text)?)) }
@@ -127,24 +140,92 @@ impl Store {
         history_length: Option<i32>,
         artifacts: Artifacts,
     ) -> Result<Option<TaskRow>, StoreError> {
-        // One statement (issue 31): the row, with its newest history and artifacts written
-        // into it as JSON arrays' items by the database, each read through its primary key
-        // (and `task_artifacts_by_place`) from the newest, so the cost is what is read.
-        const ROW: &str = "SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \
-             (SELECT string_agg(h.message, ',' ORDER BY h.idx) FROM (SELECT idx, message FROM task_history \
-               WHERE task_id = $1 ORDER BY idx DESC LIMIT $2) h) AS history, \
-             (SELECT string_agg(a.body, ',' ORDER BY a.idx) FROM (SELECT idx, body FROM task_artifacts \
-               WHERE task_id = $1 ORDER BY idx DESC LIMIT $3) a) AS artifacts \
-             FROM tasks t WHERE t.task_id = $1";
         let history_limit = match history_length {
             None => i64::MAX,
             Some(n) => i64::from(n.max(0)),
         };
+        // The tail of the task's history kept from an earlier answer: then only the messages
+        // after it are read (tails.rs). An answer of all the history, or of more than a tail
+        // holds, reads them all.
+        let tail = match history_limit {
+            1..=crate::tails::MOST_MESSAGES => self.tails.get(task_id),
+            _ => None,
+        }
+        .filter(|tail| tail.messages.len() as i64 >= history_limit || tail.first == 0);
+        let read = self.task_row(task_id, history_limit, artifacts, tail.as_ref().map_or(-1, |t| t.last())).await?;
+        let Some(mut read) = read else {
+            self.tails.forget(task_id);
+            return Ok(None);
+        };
+        let Some(tail) = tail else {
+            self.keep_tail(task_id, history_limit, &read);
+            return Ok(Some(read.row));
+        };
+        let added = std::mem::take(&mut read.row.task.history);
+        // The tail holds when no cut came since (the rows it holds are still there) and the
+        // messages read follow it without a gap, or are all the answer needs.
+        let holds = tail.rewrites == read.rewrites
+            && read.history_to >= tail.last()
+            && (added.len() as i64 >= history_limit || read.history_from.is_none_or(|from| from == tail.last() + 1));
+        let Some((kept, bytes)) =
+            holds.then(|| tail.extended(added, read.history_bytes, history_limit as usize)).flatten()
+        else {
+            let Some(read) = self.task_row(task_id, history_limit, artifacts, -1).await? else {
+                self.tails.forget(task_id);
+                return Ok(None);
+            };
+            self.keep_tail(task_id, history_limit, &read);
+            return Ok(Some(read.row));
+        };
+        let answered = kept.len().saturating_sub(history_limit as usize);
+        read.row.task.history = kept[answered..].iter().map(|m| Message::clone(m)).collect();
+        let first = read.history_to - kept.len() as i64 + 1;
+        self.tails.put(task_id, crate::tails::Tail { rewrites: read.rewrites, first, messages: kept, bytes });
+        Ok(Some(read.row))
+    }
+
+    /// Keeps the history of an answer read whole, with a window a tail can hold, as the
+    /// task's tail.
+    fn keep_tail(&self, task_id: &str, history_limit: i64, read: &ReadRow) {
+        if !(1..=crate::tails::MOST_MESSAGES).contains(&history_limit) {
+            return;
+        }
+        let history = &read.row.task.history;
+        let first = read.history_to - history.len() as i64 + 1;
+        let messages = history.iter().cloned().map(std::sync::Arc::new).collect();
+        self.tails
+            .put(task_id, crate::tails::Tail { rewrites: read.rewrites, first, messages, bytes: read.history_bytes });
+    }
+
+    /// The task's row with the newest `history_limit` of its messages after index `after`
+    /// (all: -1), in one statement.
+    async fn task_row(
+        &self,
+        task_id: &str,
+        history_limit: i64,
+        artifacts: Artifacts,
+        after: i64,
+    ) -> Result<Option<ReadRow>, StoreError> {
+        // One statement (issue 31): the row, with its newest history and artifacts written
+        // into it as JSON arrays' items by the database, each read through its primary key
+        // (and `task_artifacts_by_place`) from the newest, so the cost is what is read; and
+        // the first and last index of the messages read, and the count of the log's cuts,
+        // which say whether a tail kept from before still holds (tails.rs).
+        const ROW: &str = "SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \
+             (SELECT string_agg(h.message, ',' ORDER BY h.idx) FROM (SELECT idx, message FROM task_history \
+               WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history, \
+             (SELECT string_agg(a.body, ',' ORDER BY a.idx) FROM (SELECT idx, body FROM task_artifacts \
+               WHERE task_id = $1 ORDER BY idx DESC LIMIT $3) a) AS artifacts, \
+             t.rewrites, \
+             (SELECT MIN(h.idx) FROM (SELECT idx FROM task_history \
+               WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history_from, \
+             (SELECT MAX(idx) FROM task_history WHERE task_id = $1) AS history_to \
+             FROM tasks t WHERE t.task_id = $1";
         let artifacts_limit = match artifacts {
             Artifacts::All => i64::MAX,
             Artifacts::Newest(n) => n,
         };
-        let rows = self.read_rows(ROW, args![task_id, history_limit, artifacts_limit]).await?;
+        let rows = self.read_rows(ROW, args![task_id, history_limit, artifacts_limit, after]).await?;
         let Some(r) = rows.first() else {
             return Ok(None);
         };
@@ -161,14 +242,21 @@ impl Store {
             task.status = serde_json::from_str(&status)?;
         }
         task.status.state = state;
-        task.history = items(r.opt_text(6)?.as_deref())?;
+        let history = r.opt_text(6)?;
+        task.history = items(history.as_deref())?;
         task.artifacts = items(r.opt_text(7)?.as_deref())?;
-        Ok(Some(TaskRow {
-            task,
-            state,
-            last_seq: r.int(4)?,
-            task_queue: r.text(5)?.into_owned(),
-            status_md: status_md(&r.text(3)?)?,
+        Ok(Some(ReadRow {
+            history_bytes: history.map_or(0, |h| h.len()),
+            row: TaskRow {
+                task,
+                state,
+                last_seq: r.int(4)?,
+                task_queue: r.text(5)?.into_owned(),
+                status_md: status_md(&r.text(3)?)?,
+            },
+            rewrites: r.int(8)?,
+            history_from: r.opt_int(9)?,
+            history_to: r.opt_int(10)?.unwrap_or(-1),
         }))
     }
     /// The task queue that owns a task, when its log has begun (S19).

@@ -9,6 +9,7 @@ on_both!(a_failed_write_is_reported_and_the_writer_goes_on, failed_write);
 on_both!(an_event_that_replaces_an_uncommitted_one_cuts_the_log_and_its_rows_back, replaces_uncommitted);
 on_both!(a_reconciler_cuts_back_only_a_log_still_as_it_read_it, cut_back_when_unchanged);
 on_both!(events_appended_together_land_in_order_all_or_none, appended_together);
+on_both!(an_answer_read_on_a_kept_tail_is_the_stored_history_also_after_a_cut, answers_on_tails);
 
 async fn gap_free_idempotent_fenced(store: Store) {
     let a = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
@@ -236,6 +237,49 @@ async fn cut_back_when_unchanged(store: Store) {
     // The next turn appends after the cut, gap-free.
     let next = turn(&store, t, 2, "two", "2026-01-01T00:00:03Z", 2).await;
     assert_eq!(next.iter().map(|a| a.seq).collect::<Vec<_>>(), vec![5, 6, 7]);
+}
+
+/// Issue 31: an answer's window read on the tail kept from the answer before (tails.rs) is
+/// what a whole read of the history gives: as turns are added, with a wider window than the
+/// tail holds, and after a cut whose place was taken by other messages at the same indexes.
+async fn answers_on_tails(store: Store) {
+    let t = "t";
+    let mut open = new(t, "wf-1", status(t, TaskState::Submitted));
+    open.snapshot = Some(Task { id: t.into(), context_id: "c".into(), ..Default::default() });
+    store.append(&open).await.unwrap();
+    let answer = |window: i32| {
+        let store = store.clone();
+        async move {
+            let row = store.task_with(t, Some(window), crate::Artifacts::Newest(2)).await.unwrap().unwrap();
+            row.task.history.iter().map(|m| m.text()).collect::<Vec<_>>()
+        }
+    };
+    let newest = |all: Vec<String>, n: usize| all[all.len().saturating_sub(n)..].to_vec();
+    assert!(answer(3).await.is_empty());
+    for n in 1..=4 {
+        turn(&store, t, n, &format!("say {n}"), "2026-01-01T00:00:01Z", 2 * i64::from(n) - 2).await;
+        assert_eq!(answer(3).await, newest(texts(&store, t).await, 3), "after turn {n}");
+    }
+    assert_eq!(answer(3).await, ["echo: say 3", "say 4", "echo: say 4"], "nothing added: the same answer");
+    assert_eq!(answer(5).await, newest(texts(&store, t).await, 5), "a wider window than the tail holds");
+    assert_eq!(answer(50).await.len(), 8, "a window wider than the history: all of it");
+    assert_eq!(answer(2).await, ["say 4", "echo: say 4"]);
+
+    // Turn 4 is cut off (its workflow task never committed) and another message takes its
+    // place: the same history indexes, other messages.
+    let seen = store.task_head(t).await.unwrap().unwrap();
+    let mut head = Task { id: t.into(), context_id: "c".into(), ..Default::default() };
+    head.status.state = TaskState::InputRequired;
+    // The tail kept (from the answer of 2 above) holds the cut messages' indexes, and
+    // nothing is read between the cut and the new turn.
+    assert!(store.cut_back(t, &seen, 11, Stored { history: 6, artifacts: 3 }, &head).await.unwrap());
+    turn(&store, t, 4, "other", "2026-01-01T00:00:02Z", 6).await;
+    assert_eq!(answer(2).await, ["other", "echo: other"], "not the cut messages the tail held");
+    assert_eq!(answer(3).await, ["echo: say 3", "other", "echo: other"]);
+    // A cut with nothing after it yet: the answer ends where the cut left the history.
+    let seen = store.task_head(t).await.unwrap().unwrap();
+    assert!(store.cut_back(t, &seen, seen.last_seq - 2, Stored { history: 6, artifacts: 3 }, &head).await.unwrap());
+    assert_eq!(answer(3).await, ["echo: say 2", "say 3", "echo: say 3"]);
 }
 
 /// The senders' messages counted on the task's row (`/_monitor`'s turns, issue 15).

@@ -1,0 +1,180 @@
+//! The newest messages of the tasks answered lately, so that the next answer reads only the
+//! messages added since (issue 31: re-reading and parsing an answer's 50 messages was two
+//! thirds of SendMessage's own CPU, docs/performance.md "An answer's history from memory").
+//!
+//! Why a tail stays true: a history row, once written, is never changed (a message is
+//! inserted once, `ON CONFLICT DO NOTHING`); the one thing that removes rows is a cut of
+//! the log (append.rs, `rewind`), and a cut counts one more in the task's `rewrites` in
+//! the same transaction. So the rows up to a tail's last index are the same in every later
+//! snapshot whose `rewrites` is the tail's. That holds across processes too (Postgres, many
+//! instances): the check is the database's column, read in the same statement as the rows
+//! added since.
+
+use a2a_types::Message;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The most messages one tail holds: an answer asking for more reads them all.
+pub(crate) const MOST_MESSAGES: i64 = 256;
+/// What all tails hold at most, counted as the messages' JSON: the oldest-placed are let go.
+const MOST_BYTES: usize = 8 << 20;
+/// How many tasks' tails are kept at most.
+const MOST_TASKS: usize = 1024;
+
+/// A task's newest messages as one snapshot of the store had them.
+#[derive(Debug)]
+pub(crate) struct Tail {
+    /// The task's `rewrites` in that snapshot.
+    pub rewrites: i64,
+    /// The history index of `messages[0]`; the rest follow without a gap.
+    pub first: i64,
+    /// Shared with the tails that follow this one: a message is parsed once.
+    pub messages: Vec<Arc<Message>>,
+    /// The messages' JSON, in bytes (what the budget counts).
+    pub bytes: usize,
+}
+
+impl Tail {
+    /// The history index of the newest message held (`first - 1` when none is).
+    pub fn last(&self) -> i64 {
+        self.first + self.messages.len() as i64 - 1
+    }
+
+    /// This tail extended by `added` (the messages after [`Tail::last`], in order, beginning
+    /// at `last + 1`, of `added_bytes`), and the JSON's bytes of what it holds: the newest
+    /// messages, at least `n` of them (all there are when the tail begins the history) and
+    /// no more than the larger of `n` and what the tail held. `None` when the two do not
+    /// hold the newest `n` (the caller reads them all).
+    pub fn extended(&self, added: Vec<Message>, added_bytes: usize, n: usize) -> Option<(Vec<Arc<Message>>, usize)> {
+        let held = self.messages.len();
+        if held + added.len() < n && self.first != 0 {
+            return None;
+        }
+        let keep = n.max(held);
+        let (from_tail, from_added) = match keep.checked_sub(added.len()) {
+            Some(rest) => (rest.min(held), added.len()),
+            None => (0, keep),
+        };
+        // Each part's bytes in proportion to what of it is kept.
+        let share = |bytes: usize, of: usize, kept: usize| bytes * kept / of.max(1);
+        let carried_bytes = share(self.bytes, held, from_tail);
+        let added_bytes = share(added_bytes, added.len(), from_added);
+        let skip = added.len() - from_added;
+        let mut kept: Vec<Arc<Message>> = self.messages[held - from_tail..].to_vec();
+        kept.extend(added.into_iter().skip(skip).map(Arc::new));
+        Some((kept, carried_bytes + added_bytes))
+    }
+}
+
+/// The tails kept, by task id, within [`MOST_TASKS`] and [`MOST_BYTES`].
+#[derive(Default)]
+pub(crate) struct Tails {
+    inner: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    by_task: HashMap<String, Arc<Tail>>,
+    bytes: usize,
+}
+
+impl Tails {
+    pub fn get(&self, task_id: &str) -> Option<Arc<Tail>> {
+        self.lock().by_task.get(task_id).cloned()
+    }
+
+    /// Keeps `tail` as the task's (a larger one than a tenth of the budget is not kept).
+    pub fn put(&self, task_id: &str, tail: Tail) {
+        if tail.bytes > MOST_BYTES / 10 {
+            self.forget(task_id);
+            return;
+        }
+        let mut kept = self.lock();
+        kept.bytes += tail.bytes;
+        if let Some(old) = kept.by_task.insert(task_id.to_string(), Arc::new(tail)) {
+            kept.bytes -= old.bytes;
+        }
+        while kept.bytes > MOST_BYTES || kept.by_task.len() > MOST_TASKS {
+            let Some(other) = kept.by_task.keys().find(|k| *k != task_id).cloned() else { break };
+            if let Some(gone) = kept.by_task.remove(&other) {
+                kept.bytes -= gone.bytes;
+            }
+        }
+    }
+
+    pub fn forget(&self, task_id: &str) {
+        let mut kept = self.lock();
+        if let Some(gone) = kept.by_task.remove(task_id) {
+            kept.bytes -= gone.bytes;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(from: i64, to: i64) -> Vec<Message> {
+        (from..=to).map(|i| Message::agent_text(format!("m{i}"), "x")).collect()
+    }
+
+    fn held(from: i64, to: i64) -> Vec<Arc<Message>> {
+        messages(from, to).into_iter().map(Arc::new).collect()
+    }
+
+    fn ids(newest: Option<(Vec<Arc<Message>>, usize)>) -> Vec<String> {
+        newest.expect("held").0.iter().map(|m| m.message_id.clone()).collect()
+    }
+
+    #[test]
+    fn a_tail_extended_holds_the_newest_messages_and_no_fewer_than_before() {
+        let tail = Tail { rewrites: 0, first: 5, messages: held(5, 9), bytes: 50 };
+        assert_eq!(tail.last(), 9);
+        // Two added, four wanted: the tail's five are kept, the oldest two let go.
+        let extended = tail.extended(messages(10, 11), 7, 4);
+        assert_eq!(extended.as_ref().unwrap().1, 30 + 7);
+        assert_eq!(ids(extended), ["m7", "m8", "m9", "m10", "m11"]);
+        // More added than the tail held and wanted: the newest of them.
+        assert_eq!(ids(tail.extended(messages(10, 17), 8, 3)), ["m13", "m14", "m15", "m16", "m17"]);
+        // Nothing added, fewer wanted: the tail as it is.
+        assert_eq!(ids(tail.extended(vec![], 0, 2)), ["m5", "m6", "m7", "m8", "m9"]);
+        // More wanted than the tail and what was added hold (the tail does not begin the
+        // history): read them all.
+        assert!(tail.extended(messages(10, 10), 1, 7).is_none());
+        // Enough with what was added.
+        assert_eq!(ids(tail.extended(messages(10, 11), 2, 7)), held_ids(5, 11));
+        // A tail that begins the history holds all there is.
+        let whole = Tail { rewrites: 0, first: 0, messages: held(0, 1), bytes: 10 };
+        assert_eq!(ids(whole.extended(messages(2, 2), 5, 50)), ["m0", "m1", "m2"]);
+        let empty = Tail { rewrites: 0, first: 0, messages: vec![], bytes: 0 };
+        assert_eq!(empty.last(), -1);
+        assert_eq!(ids(empty.extended(messages(0, 0), 5, 50)), ["m0"]);
+    }
+
+    fn held_ids(from: i64, to: i64) -> Vec<String> {
+        (from..=to).map(|i| format!("m{i}")).collect()
+    }
+
+    #[test]
+    fn the_tails_stay_within_their_budget() {
+        let tails = Tails::default();
+        for i in 0..(MOST_TASKS + 10) {
+            tails.put(&format!("t{i}"), Tail { rewrites: 0, first: 0, messages: vec![], bytes: 1 });
+        }
+        assert_eq!(tails.lock().by_task.len(), MOST_TASKS);
+        assert!(tails.get(&format!("t{}", MOST_TASKS + 9)).is_some(), "the newest put is kept");
+        // Bytes: a few large tails push the others out; one over a tenth is not kept.
+        for i in 0..12 {
+            tails.put(&format!("big{i}"), Tail { rewrites: 0, first: 0, messages: vec![], bytes: MOST_BYTES / 11 });
+        }
+        assert!(tails.lock().bytes <= MOST_BYTES);
+        tails.put("huge", Tail { rewrites: 0, first: 0, messages: vec![], bytes: MOST_BYTES / 9 });
+        assert!(tails.get("huge").is_none());
+        let kept = tails.lock();
+        assert_eq!(kept.bytes, kept.by_task.values().map(|t| t.bytes).sum::<usize>());
+    }
+}
