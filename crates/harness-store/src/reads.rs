@@ -152,14 +152,12 @@ impl Store {
             _ => None,
         }
         .filter(|tail| tail.messages.len() as i64 >= history_limit || tail.first == 0);
-        let read = self.task_row(task_id, history_limit, artifacts, tail.as_ref().map_or(-1, |t| t.last())).await?;
-        let Some(mut read) = read else {
+        let Some(tail) = tail else {
+            return self.task_with_whole_window(task_id, history_limit, artifacts).await;
+        };
+        let Some(mut read) = self.task_row(task_id, history_limit, artifacts, tail.last()).await? else {
             self.tails.forget(task_id);
             return Ok(None);
-        };
-        let Some(tail) = tail else {
-            self.keep_tail(task_id, history_limit, &read);
-            return Ok(Some(read.row));
         };
         let added = std::mem::take(&mut read.row.task.history);
         // The tail holds when no cut came since (the rows it holds are still there) and the
@@ -170,17 +168,27 @@ impl Store {
         let Some((kept, bytes)) =
             holds.then(|| tail.extended(added, read.history_bytes, history_limit as usize)).flatten()
         else {
-            let Some(read) = self.task_row(task_id, history_limit, artifacts, -1).await? else {
-                self.tails.forget(task_id);
-                return Ok(None);
-            };
-            self.keep_tail(task_id, history_limit, &read);
-            return Ok(Some(read.row));
+            return self.task_with_whole_window(task_id, history_limit, artifacts).await;
         };
         let answered = kept.len().saturating_sub(history_limit as usize);
         read.row.task.history = kept[answered..].iter().map(|m| Message::clone(m)).collect();
         let first = read.history_to - kept.len() as i64 + 1;
         self.tails.put(task_id, crate::tails::Tail { rewrites: read.rewrites, first, messages: kept, bytes });
+        Ok(Some(read.row))
+    }
+
+    /// [`Store::task_with`] read without a tail: the whole window, kept as the task's tail.
+    async fn task_with_whole_window(
+        &self,
+        task_id: &str,
+        history_limit: i64,
+        artifacts: Artifacts,
+    ) -> Result<Option<TaskRow>, StoreError> {
+        let Some(read) = self.task_row(task_id, history_limit, artifacts, -1).await? else {
+            self.tails.forget(task_id);
+            return Ok(None);
+        };
+        self.keep_tail(task_id, history_limit, &read);
         Ok(Some(read.row))
     }
 
