@@ -2,9 +2,9 @@
 //! on the same database, never two at once; while Temporal does not answer, requests fail
 //! fast and cleanly, reads and subscriptions come from the store, `/_monitor` and `/_ready`
 //! say so), and the caps a peer meets (unfinished request heads and bodies are cut off,
-//! connections are capped).
+//! connections are capped). And a Temporal worker that dies is replaced.
 
-use contract_tests::{HarnessOptions, HarnessProcess, OwnTemporal, state, user_text};
+use contract_tests::{A2AClient, HarnessOptions, HarnessProcess, OwnTemporal, state, temporal_address, user_text};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -210,4 +210,40 @@ async fn serve_reconnects_to_a_remote_temporal_that_comes_back() {
     ready_becomes(&h, 200, 30).await;
     let answer = c.send(next, json!({})).await;
     assert_eq!(answer["result"]["task"]["status"]["message"]["parts"][0]["text"], "echo: after", "{answer}");
+}
+
+/// A worker whose run ends without its shutdown (as a fatal SDK error ends it, or a panic in
+/// the SDK's workflow thread) is replaced within seconds, and the conversation goes on: the
+/// next message of the open task and a new task's first are answered. Before the worker left
+/// the client's registry with its thread, the new worker could not be created ("overlapping
+/// worker task types") and the harness stayed without one until restarted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_that_dies_is_replaced_and_the_next_messages_are_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = tiny_harness::Config::with_data_dir(dir.path());
+    c.temporal.mode = tiny_harness::TemporalMode::Remote;
+    c.temporal.address = temporal_address().to_string();
+    c.temporal.task_queue = format!("worker-dies-{}", std::process::id());
+    c.server.port = 0;
+    let running = tiny_harness::running_harness(c).await.unwrap();
+    let client = A2AClient::new(&running.address);
+    let first = client.send(user_text("before"), json!({})).await;
+    let task_id = first["result"]["task"]["id"].as_str().expect("a task").to_string();
+    for death in 0..2 {
+        assert!(running.harness.end_worker_abruptly().await, "a worker to end");
+        let mut next = user_text(&format!("after death {death}"));
+        next["taskId"] = json!(task_id);
+        let answer = client.send(next, json!({})).await;
+        assert_eq!(answer["result"]["task"]["id"], task_id.as_str(), "{answer}");
+        let history = answer["result"]["task"]["history"].as_array().expect("history");
+        assert!(
+            history
+                .iter()
+                .any(|m| m["role"] == "ROLE_AGENT" && m["parts"].to_string().contains(&format!("after death {death}"))),
+            "the message after the worker died is answered: {answer}"
+        );
+        let fresh = client.send(user_text(&format!("a new task after death {death}")), json!({})).await;
+        assert!(fresh["result"]["task"]["id"].is_string(), "{fresh}");
+    }
+    running.stop().await.unwrap();
 }

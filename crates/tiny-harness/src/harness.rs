@@ -324,6 +324,16 @@ impl Harness {
         self.inner.running.lock().await.as_ref().map(|r| r.store.clone())
     }
 
+    /// Ends the running Temporal worker the way a fatal SDK error does (its run returns
+    /// without the worker's shutdown), for tests of what follows: the harness starts a new
+    /// worker within seconds. Returns whether there was a worker to end.
+    #[doc(hidden)]
+    pub async fn end_worker_abruptly(&self) -> bool {
+        let running = self.inner.running.lock().await;
+        let worker = running.as_ref().and_then(|r| r.worker.as_ref());
+        worker.inspect(|w| w.end_abruptly()).is_some()
+    }
+
     /// Starts everything: store, Temporal (provisioned and started when embedded), worker,
     /// then opens the gate. Starting a started harness does nothing.
     pub async fn start(&self) -> Result<(), HarnessError> {

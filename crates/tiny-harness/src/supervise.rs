@@ -11,7 +11,9 @@
 //!   keeps a second server off the same database.
 //! - [`SupervisedWorker`] starts a new worker when the running one stops without being asked
 //!   to (temporalio-sdk-core 0.10.1 can panic in its workflow processing thread when a
-//!   query-only task crosses a new workflow task; a debug build then loses its worker).
+//!   query-only task crosses a new workflow task; a debug build then loses its worker). The
+//!   worker that ended leaves the client's registry of workers with its thread, or the new
+//!   one could not be created (see `worker::start_worker_thread`).
 
 use crate::temporal_dev::EmbeddedTemporal;
 use a2a_types::{A2AError, ErrorKind};
@@ -189,6 +191,7 @@ impl Supervisor {
 /// The Temporal worker of this process, started again when it stops without being asked to.
 pub(crate) struct SupervisedWorker {
     stopping: Arc<AtomicBool>,
+    end_abruptly: Arc<tokio::sync::Notify>,
     current: Arc<Mutex<Option<crate::Shutdown>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -204,11 +207,13 @@ impl SupervisedWorker {
             let options = options.clone();
             move || options()
         };
-        let (shutdown, thread) = crate::spawn_worker_thread(client.clone(), build).await?;
+        let end_abruptly = Arc::new(tokio::sync::Notify::new());
+        let (shutdown, thread) =
+            crate::worker::start_worker_thread(client.clone(), build, end_abruptly.clone()).await?;
         let stopping = Arc::new(AtomicBool::new(false));
         let current = Arc::new(Mutex::new(Some(shutdown)));
         let task = tokio::spawn({
-            let (stopping, current) = (stopping.clone(), current.clone());
+            let (stopping, current, end_abruptly) = (stopping.clone(), current.clone(), end_abruptly.clone());
             async move {
                 let mut thread = Some(thread);
                 loop {
@@ -227,7 +232,7 @@ impl SupervisedWorker {
                         let options = options.clone();
                         move || options()
                     };
-                    match crate::spawn_worker_thread(client.clone(), build).await {
+                    match crate::worker::start_worker_thread(client.clone(), build, end_abruptly.clone()).await {
                         Ok((shutdown, t)) => {
                             *current.lock().expect("worker") = Some(shutdown);
                             thread = Some(t);
@@ -240,7 +245,13 @@ impl SupervisedWorker {
                 }
             }
         });
-        Ok(Self { stopping, current, task })
+        Ok(Self { stopping, end_abruptly, current, task })
+    }
+
+    /// Ends the running worker the way a fatal SDK error does (its run returns without the
+    /// worker's shutdown); the watch then starts a new one.
+    pub(crate) fn end_abruptly(&self) {
+        self.end_abruptly.notify_one();
     }
 
     /// Stops the worker (letting running activities finish for a few seconds) and the watch.

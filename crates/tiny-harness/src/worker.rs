@@ -4,6 +4,7 @@
 use crate::HarnessError;
 use harness_agent::Activities;
 use harness_workflow::TaskWorkflow;
+use std::sync::Arc;
 use std::time::Duration;
 use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
@@ -112,6 +113,23 @@ pub async fn spawn_worker_thread(
     client: Client,
     options: impl FnOnce() -> Result<WorkerOptions, String> + Send + 'static,
 ) -> Result<(Shutdown, std::thread::JoinHandle<()>), HarnessError> {
+    start_worker_thread(client, options, Arc::new(tokio::sync::Notify::new())).await
+}
+
+/// [`spawn_worker_thread`], whose run also ends at once, without the worker's shutdown, when
+/// `end_abruptly` is notified: the way a fatal SDK error ends it (`Worker::run` returns
+/// before the core worker's shutdown), for the supervisor's test.
+///
+/// However the run ends (a shutdown, an error, a panic), the worker leaves the client's
+/// registry of workers when its thread does. The SDK removes it only in its shutdown, and
+/// while a dead worker stays registered no new worker for the same task queue can be
+/// created on that client ("Registration of multiple workers with overlapping worker task
+/// types"): the supervisor could never replace it.
+pub(crate) async fn start_worker_thread(
+    client: Client,
+    options: impl FnOnce() -> Result<WorkerOptions, String> + Send + 'static,
+    end_abruptly: Arc<tokio::sync::Notify>,
+) -> Result<(Shutdown, std::thread::JoinHandle<()>), HarnessError> {
     let (tx, rx) = tokio::sync::oneshot::channel::<Result<Shutdown, HarnessError>>();
     let thread = std::thread::Builder::new()
         .name("temporal-worker".into())
@@ -128,6 +146,7 @@ pub async fn spawn_worker_thread(
                     return;
                 }
             };
+            let workers = client.connection().workers();
             rt.block_on(async move {
                 let built = Runtime::from_current_tokio(Default::default())
                     .map_err(|e| e.to_string())
@@ -142,13 +161,36 @@ pub async fn spawn_worker_thread(
                         return;
                     }
                 };
+                let key = worker.worker_instance_key();
+                // Runs on every way out of this block, an unwinding panic included. After a
+                // shutdown the SDK has already done it, and both calls fail harmlessly.
+                let _unregister = OnDrop(Some(move || {
+                    let _ = workers.unregister_slot_provider(key);
+                    let _ = workers.finalize_unregister(key);
+                }));
                 let _ = tx.send(Ok(Box::new(worker.shutdown_handle())));
-                if let Err(e) = worker.run().await {
-                    tracing::error!(error = %e, "the Temporal worker stopped");
+                tokio::select! {
+                    ran = worker.run() => if let Err(e) = ran {
+                        tracing::error!(error = %e, "the Temporal worker stopped");
+                    },
+                    _ = end_abruptly.notified() => {
+                        tracing::error!("the Temporal worker was ended without its shutdown");
+                    }
                 }
             });
         })
         .map_err(|e| HarnessError::Worker(e.to_string()))?;
     let shutdown = rx.await.map_err(|_| HarnessError::Worker("the worker thread ended before it started".into()))??;
     Ok((shutdown, thread))
+}
+
+/// Calls its function when dropped.
+struct OnDrop<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
 }
