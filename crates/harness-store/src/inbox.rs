@@ -234,7 +234,7 @@ async fn insert_inbox(
     let done = conn
         .execute(
             "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body, sender, opens) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (opens) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (opens) WHERE opens IS NOT NULL DO NOTHING",
             args![request_id, task_id, message_id, received_at, outcome, body, sender, opens],
         )
         .await?;
@@ -248,6 +248,50 @@ mod tests {
 
     on_both!(a_new_tasks_audit_row_and_participants_are_written_together_or_not_at_all, new_task_inbox);
     on_both!(a_retried_first_message_finds_the_task_its_first_attempt_opened, retried_first_message);
+
+    /// A database written before migration 10 (every audit row in `inbox_opens`, NULLs too)
+    /// keeps its rows and its claims through it: a retried first message audited before
+    /// the upgrade still finds its task, and anonymous first messages still open their own.
+    #[tokio::test]
+    async fn audit_rows_and_claims_written_before_the_leaner_indexes_survive_them_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("s.db").display());
+        audit_rows_survive_the_upgrade(&url).await;
+    }
+
+    #[tokio::test]
+    async fn audit_rows_and_claims_written_before_the_leaner_indexes_survive_them_on_postgres() {
+        audit_rows_survive_the_upgrade(&crate::testing::fresh_postgres_database().await.unwrap()).await;
+    }
+
+    async fn audit_rows_survive_the_upgrade(url: &str) {
+        crate::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(url).await.unwrap();
+        let mut before = sqlx::migrate!("./migrations");
+        before.migrations = before.migrations.iter().filter(|m| m.version < 10).cloned().collect::<Vec<_>>().into();
+        before.run(&pool).await.unwrap();
+        for (request, opens) in [("r1", Some("alice\nm1")), ("r2", None), ("r3", None)] {
+            sqlx::query(
+                "INSERT INTO inbox (request_id, task_id, message_id, received_at, outcome, body, sender, opens) \
+                 VALUES ($1, $2, 'm1', '2026-01-01T00:00:00Z', 'accepted', '{}', '', $3)",
+            )
+            .bind(request)
+            .bind(format!("t-{request}"))
+            .bind(opens)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        pool.close().await;
+        let store = Store::connect(url).await.unwrap();
+        let m = Message::agent_text("m1", "hi");
+        let agent = [("agent".to_string(), "assignee".to_string())];
+        let prior = store.record_new_task_inbox("r4", "t4", &m, &agent, "alice", Some("alice\nm1")).await.unwrap();
+        assert_eq!(prior.map(|p| p.task_id), Some("t-r1".to_string()), "the claim made before the upgrade holds");
+        assert_eq!(store.record_new_task_inbox("r5", "t5", &m, &agent, "", None).await.unwrap(), None);
+        assert_eq!(store.inbox_of_message("m1").await.unwrap().len(), 4, "the old rows and the new one");
+        assert_eq!(store.inbox_of("t-r2").await.unwrap()[0].outcome, "accepted");
+    }
 
     async fn new_task_inbox(store: Store) {
         let m = a2a_types::Message::agent_text("m1", "hi");
