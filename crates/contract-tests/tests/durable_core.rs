@@ -544,10 +544,11 @@ async fn get_task_during_a_turn_shows_the_running_status_and_the_message_queued_
 }
 
 /// Issue 31: a named participant's message is echoed into the log (S12) and its turn
-/// follows at once: the echo goes with the turn's WORKING in one `emit_event`. The log is
-/// what it was (echo, WORKING, the reply's chunks, the final status, seqs without a gap), and
-/// each message costs the workflow three local activities (echo and WORKING, the model, the
-/// final status) where it cost four.
+/// follows at once: the echo goes with the turn's WORKING, and (the default echo model being
+/// instant) both go with the reply's chunks in the model call's one append. The log is what
+/// it was (echo, WORKING, the reply's chunks, the final status, seqs without a gap), and each
+/// message costs the workflow two local activities (the model with echo and WORKING, the
+/// final status) where it cost four, then three.
 #[tokio::test]
 async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activity() {
     let h = HarnessProcess::start(HarnessOptions::default()).await;
@@ -609,5 +610,5 @@ async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activ
             *n += 1;
         }
     }
-    assert_eq!(per_message[1..], [3, 3], "echo and WORKING, the model, the final status: {per_message:?}");
+    assert_eq!(per_message[1..], [2, 2], "the model with echo and WORKING, the final status: {per_message:?}");
 }

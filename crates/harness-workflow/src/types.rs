@@ -398,6 +398,12 @@ pub struct ModelTurn {
     /// Recorded in the history, so a replayed or retried call continues the same trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// Events the workflow held back for this call to append first, in the transaction of
+    /// its first chunks (an instant provider's turn: its WORKING, and a message's echo held
+    /// for it; issue 31). Each is complete as `emit_event` would have appended it, and the
+    /// call appends them even when the reply has no chunk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<EmitInput>,
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {

@@ -42,6 +42,12 @@ const CHANNEL_ECHO: &str = "channel-echo";
 /// emits the echo alone.
 const ECHO_WITH_WORKING: &str = "echo-with-working";
 
+/// The patch under which an instant provider's turn (a local `call_model`) appends its
+/// WORKING, and what was held for it (a message's echo), with its first chunks in
+/// `call_model`'s one transaction (issue 31: one local activity, one marker and one store
+/// transaction less per message). A run recorded before emits the WORKING alone.
+const WORKING_WITH_REPLY: &str = "working-with-instant-reply";
+
 /// The patch under which events carry what changed of the history and artifacts, and a
 /// turn's model input names where its message ends (docs/event-log.md). A run recorded
 /// before it sends whole snapshots and whole histories to its end.
@@ -79,6 +85,9 @@ struct LogState {
     channel: bool,
     /// Whether this run holds an echo back for its turn's WORKING ([`ECHO_WITH_WORKING`]).
     echo_with_working: bool,
+    /// Whether an instant provider's turn hands its WORKING to `call_model`
+    /// ([`WORKING_WITH_REPLY`]).
+    working_with_reply: bool,
     /// Events held back (their keys taken) for the next `emit_event`, which appends them
     /// before its own: a message's echo waiting for its turn's WORKING.
     held: Vec<(String, a2a_types::StreamResponse)>,
@@ -223,10 +232,12 @@ impl TaskWorkflow {
         let by_row = ctx.patched(HISTORY_BY_ROW);
         let channel = ctx.patched(CHANNEL_ECHO);
         let echo_with_working = ctx.patched(ECHO_WITH_WORKING);
+        let working_with_reply = ctx.patched(WORKING_WITH_REPLY);
         ctx.state_mut(|s| {
             s.log.by_row = by_row;
             s.log.channel = channel;
             s.log.echo_with_working = echo_with_working;
+            s.log.working_with_reply = working_with_reply;
         });
         if ctx.state(|s| s.input.stand_in.is_some()) {
             delegate::stand_in(ctx).await?;

@@ -9,6 +9,15 @@
 //! a provider that is not instant), so no reply, however long, writes more than a few
 //! hundred events (issue 34: a 240 KB echo once wrote 200,000).
 //!
+//! Events the provider gave at once (an instant provider's whole reply, the deltas of one read
+//! of an endpoint's stream) are appended in one transaction, each as its own event in order:
+//! a reader sees the same events, and the store commits once where it would have committed
+//! per chunk (issue 31). Nothing is held while the provider makes us wait.
+//!
+//! An instant provider's turn is handed its WORKING (and a message's echo held for it) by the
+//! workflow ([`ModelTurn::before`]): they go first in the turn's first transaction, pushed
+//! as `emit_event` would push them, and are appended even when the reply has no chunk.
+//!
 //! Chunks are keyed `turn-<n>-chunk-<i>` (`turn-<n>-try-<a>-chunk-<i>` on the activity's
 //! attempt `a` > 1, whose output is new). A provider that starts its reply again
 //! ([`ModelEvent::Restart`]) closes the void text as a last chunk marked with the reason, and
@@ -29,6 +38,7 @@ use tracing::Instrument as _;
 /// the GenAI attributes and, when `content` (the redactor) is given, the message and reply.
 pub(super) async fn run(
     store: &Store,
+    pusher: Option<&std::sync::Arc<harness_push::Pusher>>,
     models: &ModelRegistry,
     tools: &crate::tools::ToolRegistry,
     content: Option<&crate::redaction::Redactor>,
@@ -45,7 +55,7 @@ pub(super) async fn run(
     let (system, model) = provider.gen_ai();
     let span = crate::trace::model_span(system, model, &input.task_id, input.turn, input.round);
     crate::trace::join(&span, input.trace.as_deref());
-    let reply = call(store, &*provider, tools, content, ctx, input, &span).instrument(span.clone()).await;
+    let reply = call(store, pusher, &*provider, tools, content, ctx, input, &span).instrument(span.clone()).await;
     crate::trace::model_done(&span, &reply);
     if let (Some(redactor), Ok(reply)) = (content, &reply) {
         span.record("gen_ai.output.messages", redactor.text(&reply.text));
@@ -53,8 +63,10 @@ pub(super) async fn run(
     reply
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn call(
     store: &Store,
+    pusher: Option<&std::sync::Arc<harness_push::Pusher>>,
     provider: &dyn crate::models::ModelProvider,
     tools: &crate::tools::ToolRegistry,
     content: Option<&crate::redaction::Redactor>,
@@ -77,30 +89,45 @@ async fn call(
     };
     let instant = provider.is_instant();
     let mut deltas = provider.stream(request).await.map_err(model_failure)?;
-    let mut out = Output::new(&input, ctx.info().attempt);
+    let mut out = Output::new(&input, ctx.info().attempt, pusher);
+    out.hand(store, &input.before).await?;
     // The first look comes after WATCH: an instant turn (echo) never reads the store for it.
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + WATCH, WATCH);
     let mut ticks = 0u32;
     loop {
-        let next = tokio::select! {
-            next = deltas.next() => next,
-            _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
-            _ = tick.tick() => {
-                // A cancel (or a control) that ended the task reaches a reply that is waiting
-                // on its endpoint within WATCH: dropping `deltas` drops its request. Temporal's
-                // own cancel arrives only with a heartbeat's answer.
-                ticks += 1;
-                // Coalesced text waits at most WATCH.
-                if out.coalescing() && out.flush(store, false, None).await? {
+        // What the provider has ready goes with what is queued; before waiting for more, the
+        // queue is appended (at most QUEUED events wait).
+        let ready = match out.queued.len() < QUEUED {
+            true => futures::FutureExt::now_or_never(deltas.next()),
+            false => None,
+        };
+        let next = match ready {
+            Some(next) => next,
+            None => {
+                if out.write(store).await? {
                     let _ = ctx.record_heartbeat(out.index).await;
                 }
-                if ticks.is_multiple_of(HEARTBEAT_EVERY) {
-                    let _ = ctx.record_heartbeat(out.index).await;
+                tokio::select! {
+                    next = deltas.next() => next,
+                    _ = ctx.cancelled() => return Err(ActivityError::cancelled()),
+                    _ = tick.tick() => {
+                        // A cancel (or a control) that ended the task reaches a reply that is
+                        // waiting on its endpoint within WATCH: dropping `deltas` drops its
+                        // request. Temporal's own cancel arrives only with a heartbeat's answer.
+                        ticks += 1;
+                        // Coalesced text waits at most WATCH.
+                        if out.coalescing() && out.flush(false, None) && out.write(store).await? {
+                            let _ = ctx.record_heartbeat(out.index).await;
+                        }
+                        if ticks.is_multiple_of(HEARTBEAT_EVERY) {
+                            let _ = ctx.record_heartbeat(out.index).await;
+                        }
+                        if ended(store, &input.task_id).await {
+                            return Err(task_ended());
+                        }
+                        continue;
+                    }
                 }
-                if ended(store, &input.task_id).await {
-                    return Err(task_ended());
-                }
-                continue;
             }
         };
         let next = next.transpose().map_err(model_failure)?;
@@ -108,8 +135,8 @@ async fn call(
         let last = !matches!(next, Some(ModelEvent::Text(_)));
         let restart = matches!(next, Some(ModelEvent::Restart { .. }));
         // Coalesced text is held while more text comes.
-        if !restart && (last || !out.coalescing()) && out.flush(store, last, None).await? {
-            let _ = ctx.record_heartbeat(out.index).await;
+        if !restart && (last || !out.coalescing()) {
+            out.flush(last, None);
         }
         match next {
             Some(ModelEvent::Text(delta)) => {
@@ -126,14 +153,14 @@ async fn call(
                     false => !instant,
                 };
                 if send_now {
-                    out.flush(store, false, None).await?;
+                    out.flush(false, None);
                 }
             }
             Some(ModelEvent::Artifact { artifact, append, last_chunk }) => {
-                out.artifact(store, artifact, append, last_chunk).await?;
+                out.artifact(artifact, append, last_chunk);
             }
             Some(ModelEvent::Finish(finish)) => out.reply.finish = Some(finish),
-            Some(ModelEvent::Restart { reason }) => out.restart(store, reason).await?,
+            Some(ModelEvent::Restart { reason }) => out.restart(reason),
             Some(ModelEvent::Usage(usage)) => {
                 out.reply.usage = Some(out.reply.usage.unwrap_or_default().plus(usage));
             }
@@ -145,7 +172,8 @@ async fn call(
             None => break,
         }
     }
-    out.close(store).await?;
+    out.close();
+    out.write(store).await?;
     out.reply.chunks = out.index;
     Ok(out.reply)
 }
@@ -158,6 +186,8 @@ pub(crate) const COALESCED_BYTES: usize = 8 * 1024;
 /// How often a running turn looks whether its task ended, and heartbeats every so many.
 const WATCH: std::time::Duration = std::time::Duration::from_millis(250);
 const HEARTBEAT_EVERY: u32 = 20;
+/// How many events the provider had ready at once go in one transaction at most.
+const QUEUED: usize = 64;
 
 /// How a turn stops when its task ended under it (a cancel, a control): a failure that is
 /// not retried, not a cancellation. Temporal refuses an activity's "cancelled" before the
@@ -178,6 +208,7 @@ async fn ended(store: &Store, task_id: &str) -> bool {
 /// What a turn has put in the log so far.
 struct Output<'a> {
     turn: &'a ModelTurn,
+    pusher: Option<&'a std::sync::Arc<harness_push::Pusher>>,
     reply: ModelReply,
     /// The text chunk held back until the next event says whether it is the last.
     pending: Option<String>,
@@ -192,10 +223,12 @@ struct Output<'a> {
     /// after (a retried activity's output is new, and must not meet the store's
     /// de-duplication of the keys the failed one used).
     key: String,
+    /// Events made and not appended yet, in order ([`Output::write`]).
+    queued: Vec<NewEvent>,
 }
 
 impl<'a> Output<'a> {
-    fn new(turn: &'a ModelTurn, attempt: u32) -> Self {
+    fn new(turn: &'a ModelTurn, attempt: u32, pusher: Option<&'a std::sync::Arc<harness_push::Pusher>>) -> Self {
         // A later round of the turn (after tool calls, issue 29) has keys of its own.
         let round = if turn.round > 0 { format!("-round-{}", turn.round) } else { String::new() };
         let key = if attempt > 1 {
@@ -203,7 +236,18 @@ impl<'a> Output<'a> {
         } else {
             format!("turn-{}{round}", turn.turn)
         };
-        Self { turn, reply: ModelReply::default(), pending: None, index: 0, fresh_from: 0, open: false, own: 0, key }
+        Self {
+            turn,
+            pusher,
+            reply: ModelReply::default(),
+            pending: None,
+            index: 0,
+            fresh_from: 0,
+            open: false,
+            own: 0,
+            key,
+            queued: Vec::new(),
+        }
     }
 
     /// Past [`STREAMED_CHUNKS`], deltas are coalesced.
@@ -211,52 +255,52 @@ impl<'a> Output<'a> {
         self.index >= STREAMED_CHUNKS
     }
 
-    /// Appends the held-back chunk, if any (`last`: it ends the reply text); true if it did.
-    async fn flush(
-        &mut self,
-        store: &Store,
-        last: bool,
-        metadata: Option<a2a_types::Struct>,
-    ) -> Result<bool, ActivityError> {
-        let Some(text) = self.pending.take() else { return Ok(false) };
+    /// Queues the held-back chunk, if any (`last`: it ends the reply text); true if it did.
+    fn flush(&mut self, last: bool, metadata: Option<a2a_types::Struct>) -> bool {
+        let Some(text) = self.pending.take() else { return false };
         let append = self.index > self.fresh_from;
         let key = format!("{}-chunk-{}", self.key, self.index);
-        append_chunk(store, self.turn, key, text, append, last, metadata).await?;
+        let event = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: self.turn.task_id.clone(),
+            context_id: self.turn.context_id.clone(),
+            artifact: Artifact {
+                artifact_id: self.turn.artifact_id.clone(),
+                name: "reply".into(),
+                parts: vec![Part::text(text)],
+                ..Default::default()
+            },
+            append,
+            last_chunk: last,
+            metadata,
+        });
+        self.queue(key, event);
         self.index += 1;
         self.open = !last;
-        Ok(true)
+        true
     }
 
     /// Ends the reply text with an empty last chunk when its last chunk went out early.
-    async fn close(&mut self, store: &Store) -> Result<(), ActivityError> {
+    fn close(&mut self) {
         if self.open && self.pending.is_none() {
             self.pending = Some(String::new());
-            self.flush(store, true, None).await?;
+            self.flush(true, None);
         }
-        Ok(())
     }
 
     /// The provider starts the reply again: the void text so far is closed as the last
     /// chunk, marked with the reason; the next chunk starts the artifact afresh.
-    async fn restart(&mut self, store: &Store, reason: String) -> Result<(), ActivityError> {
+    fn restart(&mut self, reason: String) {
         let mut marked = a2a_types::Struct::new();
         marked.insert(crate::attempt_ext_key(), serde_json::json!({"abandoned": reason}));
         if self.pending.is_none() && self.open {
             self.pending = Some(String::new());
         }
-        self.flush(store, true, Some(marked)).await?;
+        self.flush(true, Some(marked));
         self.fresh_from = self.index;
         self.reply.text.clear();
-        Ok(())
     }
 
-    async fn artifact(
-        &mut self,
-        store: &Store,
-        artifact: Artifact,
-        append: bool,
-        last_chunk: bool,
-    ) -> Result<(), ActivityError> {
+    fn artifact(&mut self, artifact: Artifact, append: bool, last_chunk: bool) {
         let key = format!("{}-artifact-{}", self.key, self.own);
         self.own += 1;
         let event = TaskArtifactUpdateEvent {
@@ -267,9 +311,38 @@ impl<'a> Output<'a> {
             last_chunk,
             metadata: None,
         };
-        append_event(store, self.turn, key, StreamResponse::ArtifactUpdate(event)).await?;
+        self.queue(key, StreamResponse::ArtifactUpdate(event));
         merge_artifact(&mut self.reply.artifacts, artifact, append);
+    }
+
+    /// Queues the events the workflow handed over, first; a participants change one carries
+    /// is made before, as `emit_event` makes it (a reader that sees the event may rely on it).
+    async fn hand(&mut self, store: &Store, before: &[crate::EmitInput]) -> Result<(), ActivityError> {
+        for participants in before.iter().filter_map(|i| i.participants.as_ref()) {
+            store.set_participants(&self.turn.task_id, participants).await.map_err(store_failure)?;
+        }
+        self.queued.extend(before.iter().cloned().map(super::emit_event::new_event));
         Ok(())
+    }
+
+    fn queue(&mut self, key: String, event: StreamResponse) {
+        self.queued.push(NewEvent::new(self.turn.task_id.clone(), key, event, self.turn.task_queue.clone()));
+    }
+
+    /// Appends the queued events in one transaction; true if there were any.
+    async fn write(&mut self, store: &Store) -> Result<bool, ActivityError> {
+        if self.queued.is_empty() {
+            return Ok(false);
+        }
+        let appended = store.append_all(&self.queued).await.map_err(store_failure)?;
+        // A handed status event (the Task's push configs, S14), as `emit_event` delivers it.
+        if let Some(pusher) = self.pusher {
+            for (event, appended) in self.queued.iter().zip(&appended).filter(|(_, a)| a.pushes) {
+                pusher.deliver(&event.task_id, &event.event, appended.seq).await;
+            }
+        }
+        self.queued.clear();
+        Ok(true)
     }
 }
 
@@ -316,43 +389,11 @@ fn merge_artifact(artifacts: &mut Vec<Artifact>, artifact: Artifact, append: boo
     }
 }
 
-async fn append_chunk(
-    store: &Store,
-    turn: &ModelTurn,
-    key: String,
-    text: String,
-    append: bool,
-    last: bool,
-    metadata: Option<a2a_types::Struct>,
-) -> Result<(), ActivityError> {
-    let event = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-        task_id: turn.task_id.clone(),
-        context_id: turn.context_id.clone(),
-        artifact: Artifact {
-            artifact_id: turn.artifact_id.clone(),
-            name: "reply".into(),
-            parts: vec![Part::text(text)],
-            ..Default::default()
-        },
-        append,
-        last_chunk: last,
-        metadata,
-    });
-    append_event(store, turn, key, event).await
-}
-
-async fn append_event(
-    store: &Store,
-    turn: &ModelTurn,
-    key: String,
-    event: StreamResponse,
-) -> Result<(), ActivityError> {
-    let new = NewEvent::new(turn.task_id.clone(), key, event, turn.task_queue.clone());
-    match store.append(&new).await {
-        Ok(_) => Ok(()),
+fn store_failure(e: StoreError) -> ActivityError {
+    match e {
         // The task ended under us (cancel, control): stop streaming.
-        Err(StoreError::Closed(_)) => Err(task_ended()),
-        Err(e) => Err(ActivityError::application(ApplicationFailure::new(e))),
+        StoreError::Closed(_) => task_ended(),
+        e => ActivityError::application(ApplicationFailure::new(e)),
     }
 }
 
@@ -379,6 +420,7 @@ mod tests {
             round: 0,
             exchanges: Vec::new(),
             trace: None,
+            before: Vec::new(),
         }
     }
 

@@ -45,7 +45,7 @@ pub(super) async fn run(
 }
 
 /// The store's append of one event the workflow emits.
-fn new_event(input: EmitInput) -> NewEvent {
+pub(super) fn new_event(input: EmitInput) -> NewEvent {
     NewEvent {
         snapshot: input.snapshot,
         history: input.history,

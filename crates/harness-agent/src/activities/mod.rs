@@ -128,7 +128,8 @@ impl Activities {
     ) -> Result<ModelReply, ActivityError> {
         let (began, model) = (std::time::Instant::now(), input.model.clone());
         let content = self.record_content.then_some(&*self.redactor);
-        let reply = call_model::run(&self.store, &self.models, &self.tools, content, &ctx, input).await;
+        let reply =
+            call_model::run(&self.store, self.pusher.as_ref(), &self.models, &self.tools, content, &ctx, input).await;
         crate::metrics::model_call(&model, began, &reply);
         reply
     }

@@ -53,6 +53,76 @@ pub(super) async fn set_status_full(
     status: Option<serde_json::Value>,
     extra: Option<Struct>,
 ) -> WorkflowResult<()> {
+    let (event, snapshot, turn) = status_event(ctx, state, message, status, extra);
+    append(ctx, None, event, snapshot, turn).await
+}
+
+/// Sets the status as [`set_status`] does and holds its event back for the next append
+/// (or the model call it is handed to, [`hand_held`]).
+pub(super) fn hold_status(ctx: &WorkflowContext<TaskWorkflow>, state: TaskState) {
+    let (event, _, _) = status_event(ctx, state, None, None, None);
+    ctx.state_mut(|s| {
+        s.log.next_key += 1;
+        let key = format!("wf-{}", s.log.next_key);
+        s.log.held.push((key, event));
+    });
+}
+
+/// The held events, handed to a model call to append first ([`crate::ModelTurn::before`]).
+pub(super) struct Handed {
+    pub(super) inputs: Vec<EmitInput>,
+    /// The held events and the participants change they took, to hold again.
+    held: Vec<(String, StreamResponse)>,
+    participants: Option<Vec<(String, String)>>,
+    /// The messages and artifacts they carry to the store.
+    sent: (usize, usize),
+}
+
+/// Hands what is held to a model call: the `emit_event` inputs the events would have had
+/// in one append (the first carries what the store lacks).
+pub(super) fn hand_held(ctx: &WorkflowContext<TaskWorkflow>) -> Handed {
+    ctx.state_mut(|s| {
+        let held = std::mem::take(&mut s.log.held);
+        let participants = s.log.changed_participants.clone();
+        let mut sent = (0, 0);
+        let inputs =
+            held.iter().map(|(key, event)| s.emit_input(key.clone(), event.clone(), None, &mut sent)).collect();
+        Handed { inputs, held, participants, sent }
+    })
+}
+
+/// The model call that was handed `h` answered: its events are stored, with what they
+/// carried.
+pub(super) fn handed_stored(ctx: &WorkflowContext<TaskWorkflow>, h: Handed) {
+    ctx.state_mut(|s| {
+        s.log.pending_history.drain(..h.sent.0);
+        s.log.stored_history += h.sent.0;
+        s.log.pending_artifacts.drain(..h.sent.1);
+        s.log.stored_artifacts += h.sent.1;
+    });
+}
+
+/// The model call that was handed `h` failed or was cut: its events may not be stored, so
+/// they are held again, before anything held since, for the next append.
+pub(super) fn hold_again(ctx: &WorkflowContext<TaskWorkflow>, h: Handed) {
+    ctx.state_mut(|s| {
+        let since = std::mem::replace(&mut s.log.held, h.held);
+        s.log.held.extend(since);
+        if s.log.changed_participants.is_none() {
+            s.log.changed_participants = h.participants;
+        }
+    });
+}
+
+/// Sets the status (with its timestamp from workflow time) in the head; returns its event,
+/// the snapshot a final status stores, and the turn it ends.
+fn status_event(
+    ctx: &WorkflowContext<TaskWorkflow>,
+    state: TaskState,
+    message: Option<Message>,
+    status: Option<serde_json::Value>,
+    extra: Option<Struct>,
+) -> (StreamResponse, Option<Task>, Option<crate::TurnMark>) {
     let ts = timestamp(ctx.workflow_time());
     let metadata = status.map(|status| {
         let mut m = Struct::new();
@@ -86,8 +156,7 @@ pub(super) async fn set_status_full(
     });
     // The stored snapshot serves reads once the workflow is gone; the final status of a
     // turn (and a terminal one) is what such a read must see. WORKING updates the state only.
-    let snapshot = state.is_final().then_some(snapshot);
-    append(ctx, None, event, snapshot, turn).await
+    (event, state.is_final().then_some(snapshot), turn)
 }
 
 /// Emits one event through the `emit_event` local activity; the store assigns its seq. The

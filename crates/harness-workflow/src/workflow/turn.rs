@@ -205,19 +205,38 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     let mark = ctx.state(|s| crate::TurnMark::new(&s.head.id, turn, ctx.workflow_time(), item.trace.as_deref()));
     let trace = mark.child_trace();
     ctx.state_mut(|s| s.work.turn_mark = Some(mark));
-    if !item.skip_working {
+    // An instant provider's turn hands its WORKING (and what was held for it) to its model
+    // call, which appends them with its chunks (issue 31).
+    let handed = !item.skip_working && ctx.state(|s| s.input.instant_model && s.log.working_with_reply);
+    if handed {
+        super::emit::hold_status(ctx, TaskState::Working);
+    } else if !item.skip_working {
         set_status(ctx, TaskState::Working, None, None).await?;
     }
-    // Nothing held waits past the turn's start (the WORKING took it; an echo is held only
-    // for a turn that begins with WORKING, so this appends nothing).
-    super::emit::flush_held(ctx).await?;
+    // Nothing held waits past the turn's start (the WORKING took it, or the model call takes
+    // it; an echo is held only for a turn that begins with WORKING, so this appends nothing).
+    if !handed {
+        super::emit::flush_held(ctx).await?;
+    }
     let mut model_turn = ctx.state(|s| s.model_turn(position, turn));
     model_turn.trace = trace.clone();
+    let mut handed = handed.then(|| super::emit::hand_held(ctx));
     let artifact_id = model_turn.artifact_id.clone();
     // The usage of the turn's rounds before the last (issue 29).
     let mut used: Option<crate::TokenUsage> = None;
     loop {
-        let result = match call_model(ctx, model_turn.clone()).await? {
+        model_turn.before = handed.as_ref().map(|h| h.inputs.clone()).unwrap_or_default();
+        let called = call_model(ctx, model_turn.clone()).await?;
+        model_turn.before.clear();
+        // What the call was handed is stored when it answered; else it is held again, and
+        // the next event appends it (again: an append of the same key is a no-op).
+        if let Some(h) = handed.take() {
+            match &called {
+                Ok(Ok(_)) => super::emit::handed_stored(ctx, h),
+                _ => super::emit::hold_again(ctx, h),
+            }
+        }
+        let result = match called {
             Ok(result) => result,
             // Cancel cut the turn (S6): the store's terminal fence stops any late chunk.
             Err(Cut::Cancel) => {
@@ -489,6 +508,7 @@ impl TaskWorkflow {
             round: 0,
             exchanges: Vec::new(),
             trace: None,
+            before: Vec::new(),
         }
     }
 
