@@ -69,11 +69,7 @@ pub(super) fn hold_echo(ctx: &WorkflowContext<TaskWorkflow>) -> bool {
     let Some((message, sender)) = echo else { return false };
     let channel = crate::channel_mark(&message.task_id, &sender);
     let event = unchanged_event(ctx, message, vec![channel]);
-    ctx.state_mut(|s| {
-        s.log.next_key += 1;
-        let key = format!("wf-{}", s.log.next_key);
-        s.log.held.push((key, event));
-    });
+    super::emit::hold(ctx, event);
     true
 }
 

@@ -61,6 +61,11 @@ pub(super) async fn set_status_full(
 /// (or the model call it is handed to, [`hand_held`]).
 pub(super) fn hold_status(ctx: &WorkflowContext<TaskWorkflow>, state: TaskState) {
     let (event, _, _) = status_event(ctx, state, None, None, None);
+    hold(ctx, event);
+}
+
+/// Holds `event` back, its key taken now, for the next append (which appends it first).
+pub(super) fn hold(ctx: &WorkflowContext<TaskWorkflow>, event: StreamResponse) {
     ctx.state_mut(|s| {
         s.log.next_key += 1;
         let key = format!("wf-{}", s.log.next_key);
