@@ -99,12 +99,7 @@ pub(super) fn hand_held(ctx: &WorkflowContext<TaskWorkflow>) -> Handed {
 /// The model call that was handed `h` answered: its events are stored, with what they
 /// carried.
 pub(super) fn handed_stored(ctx: &WorkflowContext<TaskWorkflow>, h: Handed) {
-    ctx.state_mut(|s| {
-        s.log.pending_history.drain(..h.sent.0);
-        s.log.stored_history += h.sent.0;
-        s.log.pending_artifacts.drain(..h.sent.1);
-        s.log.stored_artifacts += h.sent.1;
-    });
+    ctx.state_mut(|s| s.stored(h.sent));
 }
 
 /// The model call that was handed `h` failed or was cut: its events may not be stored, so
@@ -218,10 +213,7 @@ async fn append(
     ctx.state_mut(|s| {
         s.log.last_seq = s.log.last_seq.max(seq);
         s.run.bytes += EMIT_BYTES;
-        s.log.pending_history.drain(..sent.0);
-        s.log.stored_history += sent.0;
-        s.log.pending_artifacts.drain(..sent.1);
-        s.log.stored_artifacts += sent.1;
+        s.stored(sent);
     });
     Ok(())
 }
@@ -234,6 +226,15 @@ pub(super) async fn flush_held(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowR
 }
 
 impl TaskWorkflow {
+    /// The messages and artifacts an append carried (`sent`) are stored: no later event
+    /// carries them again.
+    fn stored(&mut self, sent: (usize, usize)) {
+        self.log.pending_history.drain(..sent.0);
+        self.log.stored_history += sent.0;
+        self.log.pending_artifacts.drain(..sent.1);
+        self.log.stored_artifacts += sent.1;
+    }
+
     /// The `emit_event` input of one event: the messages and artifacts the store lacks past
     /// what the events before it in the same call carry (`sent`, which it adds to).
     fn emit_input(
