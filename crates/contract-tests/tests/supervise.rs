@@ -247,3 +247,39 @@ async fn a_worker_that_dies_is_replaced_and_the_next_messages_are_answered() {
     }
     running.stop().await.unwrap();
 }
+
+/// An embedder's harness dropped without `stop()` (a test that fails half way, a host that
+/// returns early) stops its Temporal worker: the runtime it ran on shuts down instead of
+/// waiting forever on the worker's thread, and the process can end.
+#[test]
+fn a_harness_dropped_without_stop_lets_its_runtime_shut_down() {
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let mut c = tiny_harness::Config::with_data_dir(dir.path());
+            c.temporal.mode = tiny_harness::TemporalMode::Remote;
+            c.temporal.address = temporal_address().to_string();
+            c.temporal.task_queue = format!("dropped-{}", std::process::id());
+            c.server.port = 0;
+            // Served by the host's own server, as an embedder mounts `Harness::router`.
+            let harness = tiny_harness::Harness::new(c).unwrap();
+            harness.start().await.unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = format!("http://{}", listener.local_addr().unwrap());
+            let app = harness.router();
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            let answer = A2AClient::new(&address).send(user_text("hello"), json!({})).await;
+            assert!(answer["result"]["task"]["id"].is_string(), "{answer}");
+            // No stop: the harness and its worker are left to the drop.
+            drop(harness);
+        });
+        drop(runtime);
+        let _ = done.send(());
+    });
+    assert!(
+        ended.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "the runtime of a harness dropped without stop() did not shut down within 60 s: its worker thread still runs"
+    );
+}

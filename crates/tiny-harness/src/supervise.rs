@@ -256,11 +256,26 @@ impl SupervisedWorker {
 
     /// Stops the worker (letting running activities finish for a few seconds) and the watch.
     pub(crate) async fn stop(mut self) {
+        self.begin_stop();
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
+    }
+
+    /// Tells the watch not to start another worker and the running one to shut down.
+    fn begin_stop(&self) {
         self.stopping.store(true, Ordering::Relaxed);
         let shutdown = self.current.lock().expect("worker").take();
         if let Some(shutdown) = shutdown {
             shutdown();
         }
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
+    }
+}
+
+/// A harness dropped without `stop()` (a host that returns early, a test that fails half
+/// way) still ends its worker: the watch's wait for the worker's thread runs on the blocking
+/// pool, and a runtime being dropped waits for that pool, so a worker left running would
+/// keep its runtime from shutting down forever.
+impl Drop for SupervisedWorker {
+    fn drop(&mut self) {
+        self.begin_stop();
     }
 }
