@@ -59,6 +59,18 @@ impl Changes {
     pub(crate) async fn write(&self, conn: &mut Conn<'_>, task_id: &str) -> Result<(), StoreError> {
         let mut from_users = 0i64;
         for (idx, message, from_user) in &self.messages {
+            if *from_user && let Conn::Any(_) = conn {
+                // On Postgres a sender's message is counted by the statement that writes it
+                // (one round trip instead of two, issue 31).
+                conn.execute(
+                    "WITH h AS (INSERT INTO task_history (task_id, idx, message) VALUES ($1, $2, $3) \
+                     ON CONFLICT (task_id, idx) DO NOTHING RETURNING idx) \
+                     UPDATE tasks SET user_messages = user_messages + 1 WHERE task_id = $1 AND EXISTS (SELECT 1 FROM h)",
+                    args![task_id, *idx, message],
+                )
+                .await?;
+                continue;
+            }
             let written = conn
                 .execute(
                     "INSERT INTO task_history (task_id, idx, message) VALUES ($1, $2, $3) \

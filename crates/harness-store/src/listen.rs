@@ -136,6 +136,66 @@ mod tests {
         assert!(quiet.is_err(), "a refused append announces nothing: {:?}", *woken.borrow());
     }
 
+    /// A batch of appends (a model call's events, one transaction) is announced once per
+    /// task, with its newest seq: another store's reader wakes at the batch's last event and
+    /// reads every event of it; a cut in a batch is still announced as a cut.
+    #[tokio::test]
+    async fn a_batch_of_appends_wakes_another_stores_readers_at_its_newest_event() {
+        let url = crate::testing::fresh_postgres_database().await.unwrap();
+        let (a, b) = (Store::connect(&url).await.unwrap(), Store::connect(&url).await.unwrap());
+        a.append(&opened("t", "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
+        let mut woken = b.notifier().subscribe("t");
+        // B hears A once its listener is connected (it connects in the background).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut n = 1;
+        loop {
+            n += 1;
+            a.append(&new("t", &format!("wf-{n}"), status("t", TaskState::Working))).await.unwrap();
+            if tokio::time::timeout(Duration::from_millis(200), woken.changed()).await.is_ok() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "B never heard A");
+        }
+        woken.borrow_and_update();
+        let batch: Vec<_> = (1..=3).map(|i| new("t", &format!("batch-{i}"), status("t", TaskState::Working))).collect();
+        let appended = a.append_all(&batch).await.unwrap();
+        let newest = appended.last().unwrap().seq;
+        assert_eq!(newest, i64::from(n) + 3);
+        let wake = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                woken.changed().await.unwrap();
+                let now = *woken.borrow_and_update();
+                if now.seq >= newest {
+                    return now;
+                }
+            }
+        })
+        .await
+        .expect("B woken at the batch's newest event");
+        assert_eq!((wake.seq, wake.rewrites), (newest, 0));
+        let read: Vec<i64> = b.events_after("t", newest - 3, 10).await.unwrap().iter().map(|e| e.seq).collect();
+        assert_eq!(read, vec![newest - 2, newest - 1, newest], "every event of the batch is there to read");
+
+        // The batch's first key again with another body: the log is cut back to it, and B
+        // hears a cut from there, then the batch's newest seq.
+        let mut again = batch.clone();
+        again[0].event = status("t", TaskState::Submitted);
+        let appended = a.append_all(&again).await.unwrap();
+        assert!(appended[0].rewrote && appended[1].new && appended[2].new, "{appended:?}");
+        let wake = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                woken.changed().await.unwrap();
+                let now = *woken.borrow_and_update();
+                if now.rewrites > 0 && now.seq >= newest {
+                    return now;
+                }
+            }
+        })
+        .await
+        .expect("B told of the cut and the appends after it");
+        assert_eq!((wake.rewound_from, wake.seq), (newest - 2, newest));
+    }
+
     #[test]
     fn an_announcement_names_its_origin_kind_seq_and_task() {
         let a = parse("12.0 n 7 task with spaces").unwrap();

@@ -63,7 +63,7 @@ impl Store {
     /// Creates or replaces the config `(task_id, config_id)`.
     pub async fn put_push_config(&self, row: &PushRow) -> Result<(), StoreError> {
         let (row, created) = (row.clone(), now());
-        transaction!(self, move |conn| {
+        statement!(self, move |conn| {
             conn.execute(
                 "INSERT INTO push_configs (task_id, config_id, url, sealed, created_at) VALUES ($1, $2, $3, $4, $5) \
                      ON CONFLICT (task_id, config_id) DO UPDATE SET url = excluded.url, sealed = excluded.sealed",
@@ -107,7 +107,7 @@ impl Store {
         let take_all = i64::from(starting && self.backend() == Backend::Sqlite);
         let (queue, mine, now_ms, lease) =
             (task_queue.to_string(), claim.clone(), epoch_ms(SystemTime::now()), lease_from_now());
-        transaction!(self, move |conn| {
+        statement!(self, move |conn| {
             conn.execute(
                 "UPDATE push_outbox SET claim = $1, claimed_until = $2 \
                      WHERE (claimed_until < $3 OR $4 = 1) \
@@ -144,7 +144,7 @@ impl Store {
     /// A delivery is over (posted, or given up): it leaves the outbox.
     pub async fn push_done(&self, task_id: &str, config_id: &str, seq: i64) -> Result<(), StoreError> {
         let (task_id, config_id) = (task_id.to_string(), config_id.to_string());
-        transaction!(self, move |conn| {
+        statement!(self, move |conn| {
             conn.execute(
                 "DELETE FROM push_outbox WHERE task_id = $1 AND config_id = $2 AND seq = $3",
                 args![&task_id, &config_id, seq],

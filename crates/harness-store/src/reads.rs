@@ -112,17 +112,7 @@ impl Store {
                 args![task_id],
             )
             .await?;
-        let Some(r) = rows.first() else {
-            return Ok(None);
-        };
-        Ok(Some(TaskHead {
-            state: r.text(0)?.parse().unwrap_or_default(),
-            context_id: r.text(1)?.into_owned(),
-            last_seq: r.int(2)?,
-            task_queue: r.text(3)?.into_owned(),
-            rewrites: r.int(4)?,
-            rewrote_from: r.int(5)?,
-        }))
+        rows.first().map(head_of).transpose()
     }
 
     /// The stored row of a task, when its log has begun and a snapshot was written: its
@@ -403,6 +393,19 @@ impl Store {
         let rows = sqlx::query("SELECT task_id FROM tasks ORDER BY task_id").fetch_all(self.reads()).await?;
         rows.iter().map(|r| Ok(r.try_get("task_id")?)).collect()
     }
+}
+
+/// A task's head from the first six columns of `r`: state, context, last seq, task queue,
+/// and the log's cuts (count and where the last began).
+pub(crate) fn head_of(r: &crate::conn::Row) -> Result<TaskHead, StoreError> {
+    Ok(TaskHead {
+        state: r.text(0)?.parse().unwrap_or_default(),
+        context_id: r.text(1)?.into_owned(),
+        last_seq: r.int(2)?,
+        task_queue: r.text(3)?.into_owned(),
+        rewrites: r.int(4)?,
+        rewrote_from: r.int(5)?,
+    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //! The writer's connection is SQLite's own, called on that thread without sqlx (conn.rs):
 //! a batch's statements cost no thread hop each.
 //!
-//! Postgres takes each write on a pooled connection in a transaction of its own.
+//! Postgres takes each write on a pooled connection in a transaction of its own, or, for a
+//! write of one statement (`statement!`), with none around it: the statement is atomic.
 
 use crate::StoreError;
 use crate::conn::Conn;
@@ -51,16 +52,21 @@ impl Writes {
     }
 
     /// Runs a write and waits for its commit; the wait is the store's write latency
-    /// ([`crate::WRITE_SECONDS`], issue 32).
-    pub(crate) async fn run<T: Send + 'static>(&self, write: WriteFn<T>) -> Result<T, StoreError> {
+    /// ([`crate::WRITE_SECONDS`], issue 32). `transaction`: on Postgres, in a transaction
+    /// of its own; else the write is one statement, which commits by itself.
+    pub(crate) async fn run<T: Send + 'static>(&self, write: WriteFn<T>, transaction: bool) -> Result<T, StoreError> {
         let began = std::time::Instant::now();
-        let written = self.run_once(write).await;
+        let written = self.run_once(write, transaction).await;
         metrics::histogram!(crate::WRITE_SECONDS).record(began.elapsed().as_secs_f64());
         written
     }
 
-    async fn run_once<T: Send + 'static>(&self, write: WriteFn<T>) -> Result<T, StoreError> {
+    async fn run_once<T: Send + 'static>(&self, write: WriteFn<T>, transaction: bool) -> Result<T, StoreError> {
         match self {
+            Self::Pool(pool) if !transaction => {
+                let mut conn = pool.acquire().await?;
+                write(&mut Conn::Any(&mut conn)).await
+            }
             Self::Pool(pool) => {
                 let mut conn = pool.acquire().await?;
                 let mut tx = conn.begin().await?;

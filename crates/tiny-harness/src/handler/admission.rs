@@ -233,13 +233,25 @@ impl HarnessHandler {
         want_snapshot: bool,
     ) -> Result<Step<Target>, Refused> {
         let task_id = message.task_id.clone();
-        let (head, mut before) = self.head(&task_id, want_snapshot).await?;
+        // Without a snapshot to read, the head and an earlier delivery of the messageId are
+        // one read; the delivery is looked at only once the checks before it passed.
+        let (head, mut before, prior) = if want_snapshot {
+            let (head, before) = self.head_with_snapshot(&task_id).await?;
+            (head, before, None)
+        } else {
+            let (head, prior) = self.store.head_and_prior(&task_id, &message.message_id).await.map_err(store_error)?;
+            (head, None, Some(prior))
+        };
         let head = match head {
             Some(h) if h.task_queue == self.task_queue() => h,
             _ => return Err(refused(message, A2AError::task_not_found(&task_id))),
         };
         self.check_participant(caller, &task_id, Access::Read).await.map_err(|e| refused(message, e))?;
-        if let Some(prior) = self.store.prior_message(&task_id, &message.message_id).await.map_err(store_error)?
+        let prior = match prior {
+            Some(prior) => prior,
+            None => self.store.prior_message(&task_id, &message.message_id).await.map_err(store_error)?,
+        };
+        if let Some(prior) = prior
             && prior.accepted()
         {
             if !same_message(&prior, message)? {
@@ -275,11 +287,8 @@ impl HarnessHandler {
         Ok(Step::Next(Target { task_id, context_id: head.context_id, before, new_task: false, brief: None }))
     }
 
-    /// A task's head, and with `want_snapshot` its stored snapshot too (one read).
-    async fn head(&self, task_id: &str, want_snapshot: bool) -> Result<(Option<TaskHead>, Option<Task>), A2AError> {
-        if !want_snapshot {
-            return Ok((self.store.task_head(task_id).await.map_err(store_error)?, None));
-        }
+    /// A task's head and its stored snapshot (one read).
+    async fn head_with_snapshot(&self, task_id: &str) -> Result<(Option<TaskHead>, Option<Task>), A2AError> {
         Ok(match self.answer_row(task_id, None).await? {
             Some(row) => {
                 let head = TaskHead {
