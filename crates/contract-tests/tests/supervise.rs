@@ -212,6 +212,17 @@ async fn serve_reconnects_to_a_remote_temporal_that_comes_back() {
     assert_eq!(answer["result"]["task"]["status"]["message"]["parts"][0]["text"], "echo: after", "{answer}");
 }
 
+/// An in-process harness's config: data in `dir`, the test dev server, a task queue of
+/// its own (`queue` and this process), any free port.
+fn in_process_config(dir: &std::path::Path, queue: &str) -> tiny_harness::Config {
+    let mut c = tiny_harness::Config::with_data_dir(dir);
+    c.temporal.mode = tiny_harness::TemporalMode::Remote;
+    c.temporal.address = temporal_address().to_string();
+    c.temporal.task_queue = format!("{queue}-{}", std::process::id());
+    c.server.port = 0;
+    c
+}
+
 /// A worker whose run ends without its shutdown (as a fatal SDK error ends it, or a panic in
 /// the SDK's workflow thread) is replaced within seconds, and the conversation goes on: the
 /// next message of the open task and a new task's first are answered. Before the worker left
@@ -220,11 +231,7 @@ async fn serve_reconnects_to_a_remote_temporal_that_comes_back() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_that_dies_is_replaced_and_the_next_messages_are_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = tiny_harness::Config::with_data_dir(dir.path());
-    c.temporal.mode = tiny_harness::TemporalMode::Remote;
-    c.temporal.address = temporal_address().to_string();
-    c.temporal.task_queue = format!("worker-dies-{}", std::process::id());
-    c.server.port = 0;
+    let c = in_process_config(dir.path(), "worker-dies");
     let running = tiny_harness::running_harness(c).await.unwrap();
     let client = A2AClient::new(&running.address);
     let first = client.send(user_text("before"), json!({})).await;
@@ -258,11 +265,7 @@ fn a_harness_dropped_without_stop_lets_its_runtime_shut_down() {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         runtime.block_on(async {
             let dir = tempfile::tempdir().unwrap();
-            let mut c = tiny_harness::Config::with_data_dir(dir.path());
-            c.temporal.mode = tiny_harness::TemporalMode::Remote;
-            c.temporal.address = temporal_address().to_string();
-            c.temporal.task_queue = format!("dropped-{}", std::process::id());
-            c.server.port = 0;
+            let c = in_process_config(dir.path(), "dropped");
             // Served by the host's own server, as an embedder mounts `Harness::router`.
             let harness = tiny_harness::Harness::new(c).unwrap();
             harness.start().await.unwrap();

@@ -240,8 +240,7 @@ fn refused_excerpt(body: &str) -> String {
     serde_json::json!({"excerpt": &body[..end], "bytes": body.len(), "sha256": hex}).to_string()
 }
 
-/// A `SELECT task_id, outcome, receipt_cursor, body` row.
-/// A row's audit columns from `first` on: task, outcome, cursor, body.
+/// A row's audit columns from `first` on: task_id, outcome, receipt_cursor, body.
 fn prior_at(r: &Row, first: usize) -> Result<PriorMessage, StoreError> {
     Ok(PriorMessage {
         task_id: r.text(first)?.into_owned(),
