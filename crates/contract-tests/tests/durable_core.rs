@@ -545,10 +545,11 @@ async fn get_task_during_a_turn_shows_the_running_status_and_the_message_queued_
 
 /// Issue 31: a named participant's message is echoed into the log (S12) and its turn
 /// follows at once: the echo goes with the turn's WORKING, and (the default echo model being
-/// instant) both go with the reply's chunks in the model call's one append. The log is what
-/// it was (echo, WORKING, the reply's chunks, the final status, seqs without a gap), and each
-/// message costs the workflow two local activities (the model with echo and WORKING, the
-/// final status) where it cost four, then three.
+/// instant) both go with the reply's chunks in the model call's one append; a new task's Task
+/// goes with them too. The log is what it was (the Task, then per message its echo, WORKING,
+/// the reply's chunks, the final status, seqs without a gap from 1), and each message, the
+/// first included, costs the workflow two local activities (the model with what was held,
+/// the final status) where it cost four, then three (the first: five, then four, then three).
 #[tokio::test]
 async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activity() {
     let h = HarnessProcess::start(HarnessOptions::default()).await;
@@ -566,23 +567,26 @@ async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activ
     };
     let first = send(user_text("one")).await;
     let id = first["result"]["task"]["id"].as_str().unwrap().to_string();
-    let before = h.store().await.events_after(&id, 0, 1000).await.unwrap().len();
+    assert_eq!(first["result"]["task"]["status"]["message"]["parts"][0]["text"], "echo: one", "{first}");
     for text in ["two", "three"] {
         let mut next = user_text(text);
         next["taskId"] = json!(id);
         let r = send(next).await;
         assert_eq!(r["result"]["task"]["status"]["message"]["parts"][0]["text"], format!("echo: {text}"), "{r}");
     }
-    // The two follow-ups' events, in order.
-    let logged = h.store().await.events_after(&id, before as i64, 1000).await.unwrap();
+    // The task's events, in order from seq 1.
+    let logged = h.store().await.events_after(&id, 0, 1000).await.unwrap();
     let seqs: Vec<i64> = logged.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, ((before as i64 + 1)..=(before + logged.len()) as i64).collect::<Vec<_>>(), "no gap");
-    // The status updates among them (the chunks of each reply come between WORKING and the
+    assert_eq!(seqs, (1..=logged.len() as i64).collect::<Vec<_>>(), "no gap");
+    // The Task and the status updates (the chunks of each reply come between WORKING and the
     // final status).
     let shape: Vec<String> = logged
         .iter()
         .filter_map(|e| {
             let v = serde_json::to_value(&e.event).unwrap();
+            if v.get("task").is_some() {
+                return Some("task".to_string());
+            }
             let u = v.get("statusUpdate")?.clone();
             let text = u["status"]["message"]["parts"][0]["text"].as_str().unwrap_or_default().to_string();
             Some(match () {
@@ -594,9 +598,27 @@ async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activ
             })
         })
         .collect();
-    assert_eq!(shape, ["echo two", "working", "final echo: two", "echo three", "working", "final echo: three"]);
+    assert_eq!(
+        shape,
+        [
+            "task",
+            "echo one",
+            "working",
+            "final echo: one",
+            "echo two",
+            "working",
+            "final echo: two",
+            "echo three",
+            "working",
+            "final echo: three"
+        ]
+    );
+    // Its snapshot was stored with the Task: GetTask answers from the store.
+    let got =
+        contract_tests::rpc_as(&h.base_url, Some(("X-Participant-Id", "alice")), "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["history"].as_array().map(Vec::len), Some(6), "{got}");
 
-    // Local activities per follow-up: the markers between one accepted update and the next.
+    // Local activities per message: the markers between one accepted update and the next.
     let history = h.workflow_history(&id).await;
     let mut per_message: Vec<usize> = Vec::new();
     for e in history["events"].as_array().unwrap() {
@@ -610,5 +632,5 @@ async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activ
             *n += 1;
         }
     }
-    assert_eq!(per_message[1..], [2, 2], "the model with echo and WORKING, the final status: {per_message:?}");
+    assert_eq!(per_message, [2, 2, 2], "the model with what was held, the final status: {per_message:?}");
 }

@@ -2,7 +2,8 @@
 //! with the reply's first chunks in one transaction. What a client sees must not change:
 //! WORKING before the reply, every status and chunk once, the log gap-free from seq 1 on
 //! replay, the user's message in the history, also when the model fails before any chunk,
-//! fails after one, or says nothing. An embedder's instant provider (`model_kind`), the
+//! fails after one, or says nothing; and a new task's Task, which goes with its first turn's
+//! events, at seq 1 once. An embedder's instant provider (`model_kind`), the
 //! embeddable `Harness` in this process, the test dev server, real HTTP.
 
 use contract_tests::{A2AClient, kind, state, temporal_address, user_text};
@@ -142,5 +143,31 @@ async fn an_instant_turns_working_goes_before_its_reply_once_whatever_the_model_
         .map(|m| m["parts"][0]["text"].as_str().unwrap_or_default().to_string())
         .collect();
     assert_eq!(users, ["hello there", "fail", "break", "quiet", "good bye"], "{got}");
+
+    // A new task's Task goes with its first turn's events (issue 31): whatever that first
+    // model call does, the Task is seq 1, once, before the turn's WORKING, and the task is
+    // there to read once the stream ends.
+    for (text, want) in [
+        ("fail", vec!["SUBMITTED", "WORKING", "INPUT_REQUIRED"]),
+        ("break", vec!["SUBMITTED", "WORKING", "INPUT_REQUIRED"]),
+        ("quiet", vec!["SUBMITTED", "WORKING", "INPUT_REQUIRED"]),
+    ] {
+        let events = client.stream_message(user_text(text)).await;
+        assert_eq!(kind(&events[0]), "task", "{text}: {events:?}");
+        assert_eq!(shape(&events), want, "{text}: {events:?}");
+        let task_id = events[0]["task"]["id"].as_str().unwrap().to_string();
+        let mut replay = client.open_stream(&format!("/tasks/{task_id}:subscribe"), None, json!({})).await;
+        let mut replayed = Vec::new();
+        let mut seqs = Vec::new();
+        while replayed.len() < events.len() {
+            replayed.push(replay.next().await.expect("the replay ended early"));
+            seqs.push(replay.last_id.clone().and_then(|id| id.parse::<i64>().ok()).expect("an event id"));
+        }
+        assert_eq!(replayed, events, "{text}: the replay from seq 1 is the stream");
+        assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "{text}: gap-free from seq 1");
+        let got = client.rpc("GetTask", json!({"id": task_id})).await;
+        assert_eq!(got["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{text}: {got}");
+        assert_eq!(got["result"]["history"][0]["parts"][0]["text"], text, "{text}: {got}");
+    }
     harness.stop().await;
 }

@@ -48,6 +48,13 @@ const ECHO_WITH_WORKING: &str = "echo-with-working";
 /// transaction less per message). A run recorded before emits the WORKING alone.
 const WORKING_WITH_REPLY: &str = "working-with-instant-reply";
 
+/// The patch under which a new task's Task event, when its first turn follows at once, is
+/// held back and appended with that turn's first events (its WORKING, or an instant
+/// provider's model call) in one transaction (issue 31: one local activity, one marker and
+/// one store transaction less per new task, and its first event one round sooner). A run
+/// recorded before appends the Task alone.
+const TASK_WITH_TURN: &str = "task-with-turn";
+
 /// The patch under which events carry what changed of the history and artifacts, and a
 /// turn's model input names where its message ends (docs/event-log.md). A run recorded
 /// before it sends whole snapshots and whole histories to its end.
@@ -88,9 +95,11 @@ struct LogState {
     /// Whether an instant provider's turn hands its WORKING to `call_model`
     /// ([`WORKING_WITH_REPLY`]).
     working_with_reply: bool,
+    /// Whether a new task's Task waits for its first turn ([`TASK_WITH_TURN`]).
+    task_with_turn: bool,
     /// Events held back (their keys taken) for the next `emit_event`, which appends them
-    /// before its own: a message's echo waiting for its turn's WORKING.
-    held: Vec<(String, a2a_types::StreamResponse)>,
+    /// before its own: a new task's Task and a message's echo waiting for its turn's WORKING.
+    held: Vec<Held>,
     /// How many messages of the history the store has (confirmed by an appended event).
     stored_history: usize,
     /// Messages accepted or replied and not stored yet, the first at `stored_history`: the
@@ -103,6 +112,13 @@ struct LogState {
     stored_artifacts: usize,
     /// The participants after a task envelope changed them, for the next event (S11).
     changed_participants: Option<Vec<(String, String)>>,
+}
+
+/// An event held back for the next append, its key taken, with the snapshot it stores.
+struct Held {
+    key: String,
+    event: a2a_types::StreamResponse,
+    snapshot: Option<Task>,
 }
 
 /// What waits to be done, and the turn in progress.
@@ -233,7 +249,9 @@ impl TaskWorkflow {
         let channel = ctx.patched(CHANNEL_ECHO);
         let echo_with_working = ctx.patched(ECHO_WITH_WORKING);
         let working_with_reply = ctx.patched(WORKING_WITH_REPLY);
+        let task_with_turn = ctx.patched(TASK_WITH_TURN);
         ctx.state_mut(|s| {
+            s.log.task_with_turn = task_with_turn;
             s.log.by_row = by_row;
             s.log.channel = channel;
             s.log.echo_with_working = echo_with_working;

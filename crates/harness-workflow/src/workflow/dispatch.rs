@@ -69,7 +69,7 @@ pub(super) fn hold_echo(ctx: &WorkflowContext<TaskWorkflow>) -> bool {
     let Some((message, sender)) = echo else { return false };
     let channel = crate::channel_mark(&message.task_id, &sender);
     let event = unchanged_event(ctx, message, vec![channel]);
-    super::emit::hold(ctx, event);
+    super::emit::hold(ctx, event, None);
     true
 }
 

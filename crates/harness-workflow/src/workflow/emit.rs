@@ -2,7 +2,7 @@
 //! through the `emit_event` local activity with what changed of the history and artifacts
 //! since the event before (D1, docs/event-log.md).
 
-use super::TaskWorkflow;
+use super::{Held, TaskWorkflow};
 use crate::activity;
 use crate::{EmitInput, InboxItem, status_ext_key};
 use a2a_types::{Message, StreamResponse, Struct, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
@@ -61,15 +61,16 @@ pub(super) async fn set_status_full(
 /// (or the model call it is handed to, [`hand_held`]).
 pub(super) fn hold_status(ctx: &WorkflowContext<TaskWorkflow>, state: TaskState) {
     let (event, _, _) = status_event(ctx, state, None, None, None);
-    hold(ctx, event);
+    hold(ctx, event, None);
 }
 
-/// Holds `event` back, its key taken now, for the next append (which appends it first).
-pub(super) fn hold(ctx: &WorkflowContext<TaskWorkflow>, event: StreamResponse) {
+/// Holds `event` back, its key taken now, for the next append (which appends it first),
+/// with the snapshot it stores.
+pub(super) fn hold(ctx: &WorkflowContext<TaskWorkflow>, event: StreamResponse, snapshot: Option<Task>) {
     ctx.state_mut(|s| {
         s.log.next_key += 1;
         let key = format!("wf-{}", s.log.next_key);
-        s.log.held.push((key, event));
+        s.log.held.push(Held { key, event, snapshot });
     });
 }
 
@@ -77,7 +78,7 @@ pub(super) fn hold(ctx: &WorkflowContext<TaskWorkflow>, event: StreamResponse) {
 pub(super) struct Handed {
     pub(super) inputs: Vec<EmitInput>,
     /// The held events and the participants change they took, to hold again.
-    held: Vec<(String, StreamResponse)>,
+    held: Vec<Held>,
     participants: Option<Vec<(String, String)>>,
     /// The messages and artifacts they carry to the store.
     sent: (usize, usize),
@@ -91,7 +92,7 @@ pub(super) fn hand_held(ctx: &WorkflowContext<TaskWorkflow>) -> Handed {
         let participants = s.log.changed_participants.clone();
         let mut sent = (0, 0);
         let inputs =
-            held.iter().map(|(key, event)| s.emit_input(key.clone(), event.clone(), None, &mut sent)).collect();
+            held.iter().map(|h| s.emit_input(h.key.clone(), h.event.clone(), h.snapshot.clone(), &mut sent)).collect();
         Handed { inputs, held, participants, sent }
     })
 }
@@ -186,7 +187,7 @@ async fn append(
         let mut sent = (0, 0);
         let earlier: Vec<EmitInput> = std::mem::take(&mut s.log.held)
             .into_iter()
-            .map(|(key, event)| s.emit_input(key, event, None, &mut sent))
+            .map(|h| s.emit_input(h.key, h.event, h.snapshot, &mut sent))
             .collect();
         let key = key.unwrap_or_else(|| {
             s.log.next_key += 1;
@@ -221,8 +222,8 @@ async fn append(
 /// Appends what is held back, if anything (a guard: the turn's WORKING takes it), the last
 /// of it as the `emit_event`'s own event.
 pub(super) async fn flush_held(ctx: &WorkflowContext<TaskWorkflow>) -> WorkflowResult<()> {
-    let Some((key, event)) = ctx.state_mut(|s| s.log.held.pop()) else { return Ok(()) };
-    append(ctx, Some(key), event, None, None).await
+    let Some(h) = ctx.state_mut(|s| s.log.held.pop()) else { return Ok(()) };
+    append(ctx, Some(h.key), h.event, h.snapshot, None).await
 }
 
 impl TaskWorkflow {

@@ -71,7 +71,12 @@ pub(super) async fn open(ctx: &mut WorkflowContext<TaskWorkflow>) -> WorkflowRes
         s.live_task()
     });
     let head = task.head();
-    emit(ctx, StreamResponse::Task(task), Some(head)).await?;
+    // Its first turn follows at once: the Task goes with that turn's first events (issue 31).
+    if ctx.state(|s| s.turn_follows_open()) {
+        super::emit::hold(ctx, StreamResponse::Task(task), Some(head));
+    } else {
+        emit(ctx, StreamResponse::Task(task), Some(head)).await?;
+    }
     after_open(ctx).await?;
     Ok(true)
 }
@@ -142,6 +147,7 @@ fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
         s.work.cancel.is_none()
             && s.work.control.is_none()
             && s.work.side.is_empty()
+            && s.log.held.is_empty()
             && !s.work.in_turn
             && s.log.pending_artifacts.is_empty()
             && (suggested
@@ -480,6 +486,21 @@ async fn end_turn(
 }
 
 impl TaskWorkflow {
+    /// Whether the step after the Task's is the first message's turn, which begins with an
+    /// append (its WORKING, or an instant provider's model call) that the Task can wait for:
+    /// no cancel, control or assignee, not opened by a brief alone, and no side work but
+    /// echoes (whose appends would take it too). A run recorded before [`super::TASK_WITH_TURN`]
+    /// never holds the Task.
+    fn turn_follows_open(&self) -> bool {
+        self.log.task_with_turn
+            && self.input.assignee.is_none()
+            && !self.work.brief_only
+            && self.work.cancel.is_none()
+            && self.work.control.is_none()
+            && self.work.side.iter().all(|side| matches!(side, super::Side::Echo { .. }))
+            && self.work.mailbox.front().is_some_and(|(_, item)| !item.skip_working)
+    }
+
     /// Something for the run loop: a message, a cancel, a control or side work.
     fn has_work(&self) -> bool {
         !self.work.mailbox.is_empty()
