@@ -115,6 +115,7 @@ struct LogState {
 }
 
 /// An event held back for the next append, its key taken, with the snapshot it stores.
+#[derive(Clone)]
 struct Held {
     key: String,
     event: a2a_types::StreamResponse,

@@ -91,8 +91,7 @@ pub(super) fn hand_held(ctx: &WorkflowContext<TaskWorkflow>) -> Handed {
         let held = std::mem::take(&mut s.log.held);
         let participants = s.log.changed_participants.clone();
         let mut sent = (0, 0);
-        let inputs =
-            held.iter().map(|h| s.emit_input(h.key.clone(), h.event.clone(), h.snapshot.clone(), &mut sent)).collect();
+        let inputs = s.held_inputs(held.iter().cloned(), &mut sent);
         Handed { inputs, held, participants, sent }
     })
 }
@@ -185,10 +184,8 @@ async fn append(
         // Held events go first, the first of them carrying what the store lacks, as each
         // would have alone.
         let mut sent = (0, 0);
-        let earlier: Vec<EmitInput> = std::mem::take(&mut s.log.held)
-            .into_iter()
-            .map(|h| s.emit_input(h.key, h.event, h.snapshot, &mut sent))
-            .collect();
+        let held = std::mem::take(&mut s.log.held);
+        let earlier = s.held_inputs(held, &mut sent);
         let key = key.unwrap_or_else(|| {
             s.log.next_key += 1;
             format!("wf-{}", s.log.next_key)
@@ -234,6 +231,11 @@ impl TaskWorkflow {
         self.log.stored_history += sent.0;
         self.log.pending_artifacts.drain(..sent.1);
         self.log.stored_artifacts += sent.1;
+    }
+
+    /// The `emit_event` inputs of held events, in order, as one append carries them.
+    fn held_inputs(&mut self, held: impl IntoIterator<Item = Held>, sent: &mut (usize, usize)) -> Vec<EmitInput> {
+        held.into_iter().map(|h| self.emit_input(h.key, h.event, h.snapshot, sent)).collect()
     }
 
     /// The `emit_event` input of one event: the messages and artifacts the store lacks past

@@ -8,7 +8,8 @@
 //! - the harness (release binary, echo model): time to first and to final event of a
 //!   streaming message on a new task, blocking SendMessage p50/p95, messages/s with 16
 //!   concurrent tasks, its RSS idle after one conversation of three messages (issue 31) and
-//!   its peak RSS;
+//!   its peak RSS; its CPU per new task (the latency rounds' first messages) beside its CPU
+//!   per message to an open task (issue 31);
 //! - reads: GetTask of an ended task beside the agent card, requests/s of 16 loops and the
 //!   harness's CPU per request (issue 31);
 //! - one conversation of `--long N` (10,000) messages, one after the other: p50 latency and
@@ -142,7 +143,13 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: latency, {samples} rounds of floor / streaming / blocking, taken in turns");
     let (mut floor, mut firsts, mut finals, mut blocking) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut floor_ids = Vec::new();
+    // Issue 31: the harness's CPU over the measured rounds, each of which opens two tasks (one
+    // streamed, one blocking); it is idle while the floor is taken.
+    let mut new_task_cpu = 0.0;
     for i in 0..samples + 5 {
+        if i == 5 {
+            new_task_cpu = cpu_secs(harness.id());
+        }
         let (f, id) = floor_once(&client).await;
         floor_ids.push(id);
         let (first, fin) = stream_times(&http, &base).await;
@@ -156,6 +163,7 @@ async fn main() -> anyhow::Result<()> {
             blocking.push(b);
         }
     }
+    let new_task_cpu = (cpu_secs(harness.id()) - new_task_cpu) * 1000.0 / (2 * samples).max(1) as f64;
     stop_floor(&client, floor_ids).await;
     let floor_p50 = percentile(&mut floor, 0.5);
     let floor_p95 = percentile(&mut floor, 0.95);
@@ -479,6 +487,11 @@ async fn main() -> anyhow::Result<()> {
         per(cpu.2),
         busy(cpu),
         turns * 2 * cores,
+    );
+    println!(
+        "| harness CPU per new task (the latency rounds' streamed and blocking first messages), beside its CPU per message to an open task (16-task phase) | {new_task_cpu:.2} ms, beside {:.2} ms | {:.2}x | |",
+        per(cpu.0),
+        new_task_cpu / per(cpu.0).max(1e-9),
     );
     // Issue 31: where the harness's CPU per message goes, by thread.
     println!();
