@@ -548,8 +548,11 @@ async fn get_task_during_a_turn_shows_the_running_status_and_the_message_queued_
 /// instant) both go with the reply's chunks in the model call's one append; a new task's Task
 /// goes with them too. The log is what it was (the Task, then per message its echo, WORKING,
 /// the reply's chunks, the final status, seqs without a gap from 1), and each message, the
-/// first included, costs the workflow two local activities (the model with what was held,
-/// the final status) where it cost four, then three (the first: five, then four, then three).
+/// first included, costs the workflow one local activity (the model call, with what was held
+/// and the final status it was told to end with) where it cost four, then three, then two
+/// (the first: five, then four, then three, then two). The final status the call stores is
+/// the one the workflow stored itself: the reply as its message, marked with the message it
+/// answers, parked awaiting the next message, and the reply artifact.
 #[tokio::test]
 async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activity() {
     let h = HarnessProcess::start(HarnessOptions::default()).await;
@@ -617,6 +620,25 @@ async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activ
     let got =
         contract_tests::rpc_as(&h.base_url, Some(("X-Participant-Id", "alice")), "GetTask", json!({"id": id})).await;
     assert_eq!(got["result"]["history"].as_array().map(Vec::len), Some(6), "{got}");
+    let task = &got["result"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{got}");
+    assert_eq!(task["metadata"]["io.github.madarauchiha-314.tiny-harness/status"]["substate"], "awaiting-next-message");
+    let reply = &task["status"]["message"];
+    assert_eq!(reply["messageId"], format!("{id}:reply:3"), "{got}");
+    assert_eq!(reply["taskId"], id.as_str(), "{got}");
+    let three = &task["history"][4];
+    assert_eq!(three["parts"][0]["text"], "three");
+    assert_eq!(reply["metadata"]["io.github.madarauchiha-314.tiny-harness/reply"]["inReplyTo"], three["messageId"]);
+    assert_eq!(&task["history"][5], reply, "the reply is stored in the history as it is on the status");
+    let artifacts: Vec<(String, String)> = task["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["artifactId"].as_str().unwrap().into(), a["parts"][0]["text"].as_str().unwrap().into()))
+        .collect();
+    let expected: Vec<(String, String)> =
+        (1..=3).zip(["one", "two", "three"]).map(|(n, t)| (format!("reply-{n}"), format!("echo: {t}"))).collect();
+    assert_eq!(artifacts, expected, "{got}");
 
     // Local activities per message: the markers between one accepted update and the next.
     let history = h.workflow_history(&id).await;
@@ -632,5 +654,5 @@ async fn a_participants_echo_is_stored_with_its_turns_working_in_one_local_activ
             *n += 1;
         }
     }
-    assert_eq!(per_message, [2, 2, 2], "the model with what was held, the final status: {per_message:?}");
+    assert_eq!(per_message, [1, 1, 1], "the model with what was held and the final status: {per_message:?}");
 }

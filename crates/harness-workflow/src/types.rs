@@ -404,6 +404,91 @@ pub struct ModelTurn {
     /// call appends them even when the reply has no chunk.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub before: Vec<EmitInput>,
+    /// How the turn ends if this call's reply is plain (text alone: no tool call, finish,
+    /// usage or artifact of the provider's own): the call appends that final status with its
+    /// last chunks, in their transaction (issue 31), and says so in [`ModelReply::ended`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<PlannedEnd>,
+}
+
+/// A turn's end decided before its model call (an instant provider's turn in a conversation
+/// that parks after it; issue 31): everything the final status holds but the reply's text.
+/// [`PlannedEnd::input`] makes the append the workflow's own end of the turn would make.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlannedEnd {
+    /// The final status's event key (the workflow took it when it planned).
+    pub key: String,
+    /// The task's head before the status: the event sets the status on it for its snapshot.
+    pub head: Task,
+    pub state: TaskState,
+    /// The status's timestamp (workflow time when the turn planned its end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    /// The status extension's object (`{"substate": ...}`), on the event and the head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+    /// The reply message's id, and the `messageId` it answers.
+    pub reply_id: String,
+    pub answers: String,
+    /// The reply artifact's id, and where the reply goes: its history index, its artifact's
+    /// index, and what the store has before (as [`EmitInput`] counts them).
+    pub artifact_id: String,
+    pub history_from: u32,
+    pub artifact_index: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_before: Option<(u32, u32)>,
+    /// The turn the status ends, for its metrics and span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnMark>,
+}
+
+impl PlannedEnd {
+    /// The final status's append for a plain reply of `text`, as the workflow's end of the
+    /// turn would make it: the reply message (none when `text` is empty) on the status, in
+    /// the history and as the `reply` artifact, the head with the status as its snapshot.
+    pub fn input(&self, task_queue: &str, text: &str) -> EmitInput {
+        let message = (!text.is_empty()).then(|| {
+            let mut m = Message::agent_text(self.reply_id.clone(), text);
+            m.metadata =
+                Some(a2a_types::Struct::from_iter([(crate::reply_ext_key(), crate::reply_mark(&self.answers))]));
+            m.task_id = self.head.id.clone();
+            m.context_id = self.head.context_id.clone();
+            m
+        });
+        let artifacts = message
+            .as_ref()
+            .map(|_| Artifact {
+                artifact_id: self.artifact_id.clone(),
+                name: "reply".into(),
+                parts: vec![a2a_types::Part::text(text)],
+                ..Default::default()
+            })
+            .map(|a| (self.artifact_index, a));
+        let mut head = self.head.clone();
+        let status =
+            a2a_types::TaskStatus { state: self.state, message: message.clone(), timestamp: self.timestamp.clone() };
+        let metadata = crate::workflow::set_head_status(&mut head, status, self.status.clone());
+        let event = StreamResponse::StatusUpdate(a2a_types::TaskStatusUpdateEvent {
+            task_id: head.id.clone(),
+            context_id: head.context_id.clone(),
+            status: head.status.clone(),
+            metadata,
+        });
+        EmitInput {
+            task_id: head.id.clone(),
+            task_queue: task_queue.to_string(),
+            key: self.key.clone(),
+            event,
+            snapshot: Some(head),
+            history: message.into_iter().collect(),
+            history_from: self.history_from,
+            artifacts: artifacts.into_iter().collect(),
+            stored_before: self.stored_before,
+            participants: None,
+            turn: None,
+            earlier: Vec::new(),
+        }
+    }
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {
@@ -512,6 +597,17 @@ pub struct ModelReply {
     /// calls the model again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The call appended its turn's planned end ([`ModelTurn::end`]) with its last chunks:
+    /// the final status's seq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<i64>,
+}
+
+impl ModelReply {
+    /// Text alone: what a planned end ([`PlannedEnd`]) is made for.
+    pub fn is_plain(&self) -> bool {
+        self.tool_calls.is_empty() && self.finish.is_none() && self.usage.is_none() && self.artifacts.is_empty()
+    }
 }
 
 /// A participant of a task, as the task extension names it (EXTENSIONS.md, task).

@@ -21,6 +21,7 @@ mod emit;
 mod turn;
 
 pub use delegate::sub_task_ext_key;
+pub(crate) use emit::set_head_status;
 
 use crate::{
     CancelRequest, InboxItem, ItemKind, LiveTask, LogPosition, Participant, Receipt, Refusal, RemotePush,
@@ -54,6 +55,12 @@ const WORKING_WITH_REPLY: &str = "working-with-instant-reply";
 /// one store transaction less per new task, and its first event one round sooner). A run
 /// recorded before appends the Task alone.
 const TASK_WITH_TURN: &str = "task-with-turn";
+
+/// The patch under which an instant provider's turn in a conversation that parks after it
+/// plans its end before the model call, and the call appends that final status with its last
+/// chunks in one transaction (issue 31: one local activity, one marker and one store
+/// transaction less per message). A run recorded before emits the final status alone.
+const FINAL_WITH_REPLY: &str = "final-with-reply";
 
 /// The patch under which events carry what changed of the history and artifacts, and a
 /// turn's model input names where its message ends (docs/event-log.md). A run recorded
@@ -97,6 +104,9 @@ struct LogState {
     working_with_reply: bool,
     /// Whether a new task's Task waits for its first turn ([`TASK_WITH_TURN`]).
     task_with_turn: bool,
+    /// Whether an instant provider's turn may plan its end for its model call to append
+    /// ([`FINAL_WITH_REPLY`]).
+    final_with_reply: bool,
     /// Events held back (their keys taken) for the next `emit_event`, which appends them
     /// before its own: a new task's Task and a message's echo waiting for its turn's WORKING.
     held: Vec<Held>,
@@ -251,8 +261,10 @@ impl TaskWorkflow {
         let echo_with_working = ctx.patched(ECHO_WITH_WORKING);
         let working_with_reply = ctx.patched(WORKING_WITH_REPLY);
         let task_with_turn = ctx.patched(TASK_WITH_TURN);
+        let final_with_reply = ctx.patched(FINAL_WITH_REPLY);
         ctx.state_mut(|s| {
             s.log.task_with_turn = task_with_turn;
+            s.log.final_with_reply = final_with_reply;
             s.log.by_row = by_row;
             s.log.channel = channel;
             s.log.echo_with_working = echo_with_working;

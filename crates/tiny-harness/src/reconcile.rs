@@ -149,7 +149,8 @@ async fn one(handler: &HarnessHandler, task_id: &str) -> Outcome {
 }
 
 /// Newest history events read to find the last `emit_event` a run committed: a turn's last
-/// workflow task ends with its final status's marker, the update's events and the task's
+/// workflow task ends with its final status's marker (`emit_event`'s, or the model call's
+/// that stored it), the update's events and the task's
 /// completion, so an idle task's marker is among its newest few events.
 const NEWEST_EVENTS: i32 = 32;
 
@@ -161,8 +162,9 @@ const NEWEST_EVENTS: i32 = 32;
 /// restart with many parked tasks held tens of MiB that nothing used.
 ///
 /// Sound because the workflow's own position (`LogPosition::last_seq`) is the highest seq
-/// its `emit_event` calls returned, and every marker in the history is one of those calls,
-/// committed: the position is never below what this finds.
+/// its `emit_event` calls and the model calls that stored a turn's end
+/// (`ModelReply::ended`) returned, and every such marker in the history is one of those
+/// calls, committed: the position is never below what this finds.
 async fn committed_seq(client: &Client, task_id: &str) -> Option<i64> {
     use temporalio_client::{NamespacedClient, grpc::WorkflowService, tonic::IntoRequest};
     use temporalio_common::ActivityDefinition;
@@ -195,11 +197,19 @@ async fn committed_seq(client: &Client, task_id: &str) -> Option<i64> {
                 if marker.marker_name == temporalio_common::protos::constants::LOCAL_ACTIVITY_MARKER_NAME =>
             {
                 let data = extract_local_activity_marker_data(&marker.details)?;
-                if data.activity_type != harness_workflow::activity::EmitEvent.name() {
-                    return None;
-                }
                 let result = marker.details.get("result")?.payloads.first()?;
-                serde_json::from_slice::<i64>(&result.data).ok()
+                if data.activity_type == harness_workflow::activity::EmitEvent.name() {
+                    return serde_json::from_slice::<i64>(&result.data).ok();
+                }
+                // An instant model call that stored its turn's planned end returned its seq.
+                if data.activity_type == harness_workflow::activity::CallModel.name() {
+                    #[derive(serde::Deserialize)]
+                    struct Ended {
+                        ended: Option<i64>,
+                    }
+                    return serde_json::from_slice::<Ended>(&result.data).ok()?.ended;
+                }
+                None
             }
             _ => None,
         })

@@ -104,7 +104,7 @@ async fn call(
         let next = match ready {
             Some(next) => next,
             None => {
-                if out.write(store).await? {
+                if out.write(store).await?.is_some() {
                     let _ = ctx.record_heartbeat(out.index).await;
                 }
                 tokio::select! {
@@ -116,7 +116,7 @@ async fn call(
                         // request. Temporal's own cancel arrives only with a heartbeat's answer.
                         ticks += 1;
                         // Coalesced text waits at most WATCH.
-                        if out.coalescing() && out.flush(false, None) && out.write(store).await? {
+                        if out.coalescing() && out.flush(false, None) && out.write(store).await?.is_some() {
                             let _ = ctx.record_heartbeat(out.index).await;
                         }
                         if ticks.is_multiple_of(HEARTBEAT_EVERY) {
@@ -173,7 +173,20 @@ async fn call(
         }
     }
     out.close();
-    out.write(store).await?;
+    // A plain reply ends the turn as the workflow planned, with the last chunks (issue 31).
+    let end = input.end.as_ref().filter(|_| out.reply.is_plain());
+    if let Some(end) = end {
+        out.queued.push(super::emit_event::new_event(end.input(&input.task_queue, &out.reply.text)));
+    }
+    let last = out.write(store).await?;
+    if let (Some(end), Some(seq)) = (end, last) {
+        out.reply.ended = Some(seq);
+        // The turn's end (issue 32), as `emit_event` reports a final status.
+        if let Some(turn) = &end.turn {
+            crate::metrics::turn(turn, end.state);
+            crate::trace::turn_ended(turn, &input.task_id, end.state);
+        }
+    }
     out.reply.chunks = out.index;
     Ok(out.reply)
 }
@@ -329,10 +342,10 @@ impl<'a> Output<'a> {
         self.queued.push(NewEvent::new(self.turn.task_id.clone(), key, event, self.turn.task_queue.clone()));
     }
 
-    /// Appends the queued events in one transaction; true if there were any.
-    async fn write(&mut self, store: &Store) -> Result<bool, ActivityError> {
+    /// Appends the queued events in one transaction; the last one's seq, if there were any.
+    async fn write(&mut self, store: &Store) -> Result<Option<i64>, ActivityError> {
         if self.queued.is_empty() {
-            return Ok(false);
+            return Ok(None);
         }
         let appended = store.append_all(&self.queued).await.map_err(store_failure)?;
         // A handed status event (the Task's push configs, S14), as `emit_event` delivers it.
@@ -342,7 +355,7 @@ impl<'a> Output<'a> {
             }
         }
         self.queued.clear();
-        Ok(true)
+        Ok(appended.last().map(|a| a.seq))
     }
 }
 
@@ -421,6 +434,7 @@ mod tests {
             exchanges: Vec::new(),
             trace: None,
             before: Vec::new(),
+            end: None,
         }
     }
 

@@ -81,7 +81,7 @@ pub(super) struct Handed {
     held: Vec<Held>,
     participants: Option<Vec<(String, String)>>,
     /// The messages and artifacts they carry to the store.
-    sent: (usize, usize),
+    pub(super) sent: (usize, usize),
 }
 
 /// Hands what is held to a model call: the `emit_event` inputs the events would have had
@@ -124,24 +124,13 @@ fn status_event(
     extra: Option<Struct>,
 ) -> (StreamResponse, Option<Task>, Option<crate::TurnMark>) {
     let ts = timestamp(ctx.workflow_time());
-    let metadata = status.map(|status| {
-        let mut m = Struct::new();
-        m.insert(status_ext_key(), status);
-        m
-    });
     let (event, snapshot, turn) = ctx.state_mut(|s| {
         // A final status ends the running turn, if any: its mark goes with the event.
         let turn = state.is_final().then(|| s.work.turn_mark.take()).flatten();
         if state.is_final() {
             s.work.in_turn = false;
         }
-        s.head.status = TaskStatus { state, message, timestamp: ts };
-        let mut md = s.head.metadata.take().unwrap_or_default();
-        md.remove(&status_ext_key());
-        if let Some(m) = &metadata {
-            md.extend(m.clone());
-        }
-        s.head.metadata = if md.is_empty() { None } else { Some(md) };
+        let metadata = set_head_status(&mut s.head, TaskStatus { state, message, timestamp: ts }, status);
         let metadata = match extra {
             Some(extra) => Some(metadata.unwrap_or_default().into_iter().chain(extra).collect()),
             None => metadata,
@@ -157,6 +146,20 @@ fn status_event(
     // The stored snapshot serves reads once the workflow is gone; the final status of a
     // turn (and a terminal one) is what such a read must see. WORKING updates the state only.
     (event, state.is_final().then_some(snapshot), turn)
+}
+
+/// Sets `status` on `head`, with the status extension's object `ext` (none: the head's is
+/// removed); returns the status event's metadata (that object under the extension's key).
+pub(crate) fn set_head_status(head: &mut Task, status: TaskStatus, ext: Option<serde_json::Value>) -> Option<Struct> {
+    let metadata = ext.map(|ext| Struct::from_iter([(status_ext_key(), ext)]));
+    head.status = status;
+    let mut md = head.metadata.take().unwrap_or_default();
+    md.remove(&status_ext_key());
+    if let Some(m) = &metadata {
+        md.extend(m.clone());
+    }
+    head.metadata = if md.is_empty() { None } else { Some(md) };
+    metadata
 }
 
 /// Emits one event through the `emit_event` local activity; the store assigns its seq. The
@@ -240,7 +243,7 @@ impl TaskWorkflow {
 
     /// The `emit_event` input of one event: the messages and artifacts the store lacks past
     /// what the events before it in the same call carry (`sent`, which it adds to).
-    fn emit_input(
+    pub(super) fn emit_input(
         &mut self,
         key: String,
         event: StreamResponse,

@@ -232,8 +232,12 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
     let mut used: Option<crate::TokenUsage> = None;
     loop {
         model_turn.before = handed.as_ref().map(|h| h.inputs.clone()).unwrap_or_default();
+        // A plain reply's end goes with the call's last chunks, when it can be told now.
+        let (carried, now) = (handed.as_ref().map_or((0, 0), |h| h.sent), ctx.workflow_time());
+        model_turn.end = ctx.state_mut(|s| s.plan_end(&item, &artifact_id, carried, now));
         let called = call_model(ctx, model_turn.clone()).await?;
         model_turn.before.clear();
+        let planned = model_turn.end.take();
         // What the call was handed is stored when it answered; else it is held again, and
         // the next event appends it (again: an append of the same key is a no-op).
         if let Some(h) = handed.take() {
@@ -256,6 +260,11 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
             Ok(mut reply) => {
                 let size = serde_json::to_vec(&reply).map_or(0, |v| v.len() as u64);
                 ctx.state_mut(|s| s.run.bytes += size + CALL_BYTES);
+                if let (Some(seq), Some(plan)) = (reply.ended, &planned) {
+                    // The call stored the turn's end: the task takes it as stored.
+                    ctx.state_mut(|s| s.planned_end_stored(plan, &reply.text, seq));
+                    return Ok(Flow::Next);
+                }
                 if let Some(before) = used {
                     reply.usage = Some(before.plus(reply.usage.unwrap_or_default()));
                 }
@@ -415,11 +424,17 @@ async fn call_model(
     model_turn: ModelTurn,
 ) -> WorkflowResult<Result<Result<ModelReply, ActivityExecutionError>, Cut>> {
     if ctx.state(|s| s.input.instant_model) {
+        let planned = model_turn.end.is_some();
         let call = ctx.execute_local_activity(
             activity::CallModel,
             model_turn,
             LocalActivityOptions::builder().start_to_close_timeout(Duration::from_secs(60)).build(),
         );
+        // A call that may store the turn's end is not cut, and nothing else is appended while
+        // it runs (it is instant): what it stored is known before the task goes on.
+        if planned {
+            return Ok(Ok(call.await));
+        }
         during_turn(ctx, call).await
     } else {
         let call = ctx.execute_activity(
@@ -486,6 +501,79 @@ async fn end_turn(
 }
 
 impl TaskWorkflow {
+    /// The end of the running turn as the model call may store it with its last chunks
+    /// ([`crate::PlannedEnd`], issue 31), when it can be told before the call: an instant
+    /// provider's turn for a message of a conversation that parks after it (no message,
+    /// control, cancel or side work waits), with nothing pending that the call does not carry
+    /// (`carried`: the messages and artifacts its handed events carry). The end's status is
+    /// the one [`end_turn`] sets for a plain reply. A run recorded before [`super::FINAL_WITH_REPLY`]
+    /// never plans.
+    fn plan_end(
+        &mut self,
+        item: &InboxItem,
+        artifact_id: &str,
+        carried: (usize, usize),
+        now: Option<std::time::SystemTime>,
+    ) -> Option<crate::PlannedEnd> {
+        let plans = self.log.final_with_reply
+            && self.log.by_row
+            && self.input.instant_model
+            && !item.direct
+            && self.input.lifecycle == Lifecycle::Conversation
+            && self.work.mailbox.is_empty()
+            && self.work.control.is_none()
+            && self.work.cancel.is_none()
+            && self.work.side.is_empty()
+            && self.log.held.is_empty()
+            && self.log.changed_participants.is_none()
+            && self.log.pending_history.len() == carried.0
+            && self.log.pending_artifacts.len() == carried.1;
+        if !plans {
+            return None;
+        }
+        self.log.next_key += 1;
+        let history_from = (self.log.stored_history + carried.0) as u32;
+        let artifact_index = (self.log.stored_artifacts + carried.1) as u32;
+        Some(crate::PlannedEnd {
+            key: format!("wf-{}", self.log.next_key),
+            head: self.head.clone(),
+            state: TaskState::InputRequired,
+            timestamp: timestamp(now),
+            status: Some(serde_json::json!({ "substate": self.parked_substate() })),
+            reply_id: format!("{}:reply:{}", self.head.id, self.work.turn),
+            answers: item.message.message_id.clone(),
+            artifact_id: artifact_id.to_string(),
+            history_from,
+            artifact_index,
+            stored_before: Some((history_from, artifact_index)),
+            turn: self.work.turn_mark.clone(),
+        })
+    }
+
+    /// The model call stored the turn's planned end (at `seq`) for its reply of `text`: the
+    /// task is as [`end_turn`] would have left it. A message accepted while the call ran
+    /// (only when its workflow task outlived the call's first heartbeat) took the reply's
+    /// place in the history meanwhile; it moves one place on, as the store has it.
+    fn planned_end_stored(&mut self, plan: &crate::PlannedEnd, text: &str, seq: i64) {
+        let input = plan.input(&self.input.task_queue, text);
+        if !input.history.is_empty() {
+            let at = plan.history_from as usize;
+            for (position, _) in self.work.mailbox.iter_mut().filter(|(p, _)| *p >= at) {
+                *position += 1;
+            }
+            self.log.stored_history = at + 1;
+        }
+        if let Some((index, _)) = input.artifacts.first() {
+            self.log.stored_artifacts = self.log.stored_artifacts.max(*index as usize + 1);
+        }
+        if let Some(head) = input.snapshot {
+            self.head = head;
+        }
+        self.log.last_seq = self.log.last_seq.max(seq);
+        self.work.turn_mark = None;
+        self.work.in_turn = false;
+    }
+
     /// Whether the step after the Task's is the first message's turn, which begins with an
     /// append (its WORKING, or an instant provider's model call) that the Task can wait for:
     /// no cancel, control or assignee, not opened by a brief alone, and no side work but
@@ -530,6 +618,7 @@ impl TaskWorkflow {
             exchanges: Vec::new(),
             trace: None,
             before: Vec::new(),
+            end: None,
         }
     }
 
@@ -663,6 +752,115 @@ fn newest_within(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ItemKind;
+    use a2a_types::{Task, TaskStatus};
+
+    /// A conversation on an instant provider, `stored` messages and one artifact stored,
+    /// in turn 2 (its WORKING stored).
+    fn in_turn(stored: usize) -> TaskWorkflow {
+        TaskWorkflow {
+            input: TaskInput {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                task_queue: "q".into(),
+                instant_model: true,
+                lifecycle: Lifecycle::Conversation,
+                ..Default::default()
+            },
+            head: Task {
+                id: "t".into(),
+                context_id: "c".into(),
+                status: TaskStatus { state: TaskState::Working, message: None, timestamp: None },
+                ..Default::default()
+            },
+            log: super::super::LogState {
+                by_row: true,
+                final_with_reply: true,
+                stored_history: stored,
+                stored_artifacts: 1,
+                next_key: 7,
+                last_seq: 10,
+                ..Default::default()
+            },
+            work: super::super::Work { turn: 2, in_turn: true, ..Default::default() },
+            accepted: Default::default(),
+            run: Default::default(),
+            delegation: Default::default(),
+            ui: Default::default(),
+        }
+    }
+
+    fn message(id: &str, text: &str) -> InboxItem {
+        let mut m = Message::agent_text(id, text);
+        m.role = a2a_types::Role::User;
+        InboxItem { message: m, ..Default::default() }
+    }
+
+    /// Issue 31: a turn plans its end only when nothing else can come first (a message, a
+    /// control or side work waiting, a one-shot or direct reply, a run from before the patch).
+    #[test]
+    fn a_turn_plans_its_end_only_when_a_plain_reply_parks_the_conversation() {
+        let item = message("m-2", "hi");
+        let plan = in_turn(4).plan_end(&item, "reply-2", (0, 0), None).expect("planned");
+        assert_eq!((plan.key.as_str(), plan.history_from, plan.artifact_index), ("wf-8", 4, 1));
+        assert_eq!((plan.reply_id.as_str(), plan.answers.as_str()), ("t:reply:2", "m-2"));
+        assert_eq!(plan.state, TaskState::InputRequired);
+        assert_eq!(plan.status, Some(serde_json::json!({"substate": AWAITING_NEXT_MESSAGE})));
+
+        let refused = |change: &dyn Fn(&mut TaskWorkflow, &mut InboxItem)| {
+            let (mut wf, mut item) = (in_turn(4), message("m-2", "hi"));
+            change(&mut wf, &mut item);
+            let key = wf.log.next_key;
+            let plan = wf.plan_end(&item, "reply-2", (0, 0), None);
+            plan.is_none() && wf.log.next_key == key
+        };
+        assert!(refused(&|wf, _| wf.take(message("m-3", "next"))), "a message waits");
+        assert!(refused(&|wf, _| wf.take(InboxItem { kind: ItemKind::Control, ..message("m-3", "done") })));
+        assert!(refused(&|wf, _| wf.input.lifecycle = Lifecycle::OneShot), "a one-shot completes");
+        assert!(refused(&|_, item| item.direct = true), "a direct reply completes");
+        assert!(refused(&|wf, _| wf.input.instant_model = false), "a provider that takes time");
+        assert!(refused(&|wf, _| wf.log.final_with_reply = false), "a run recorded before");
+        assert!(refused(&|wf, _| wf.log.pending_history.push(Message::agent_text("x", "x"))), "not carried");
+    }
+
+    /// Issue 31: what the call stored as the turn's end is the task's state after it; a
+    /// message accepted while the call ran (its workflow task outlived the call's first
+    /// heartbeat) had taken the reply's place in the history and moves one place on, so that
+    /// the next event stores it after the reply.
+    #[test]
+    fn a_message_accepted_during_a_call_that_stored_the_end_comes_after_the_reply() {
+        let mut wf = in_turn(4);
+        let plan = wf.plan_end(&message("m-2", "hi"), "reply-2", (0, 0), None).unwrap();
+        wf.take(message("m-3", "next"));
+        assert_eq!(wf.work.mailbox[0].0, 4, "accepted at the reply's place");
+
+        wf.planned_end_stored(&plan, "echo: hi", 12);
+        assert_eq!(wf.work.mailbox[0].0, 5, "after the reply");
+        assert_eq!((wf.log.stored_history, wf.log.stored_artifacts, wf.log.last_seq), (5, 2, 12));
+        assert_eq!(wf.log.pending_history.iter().map(|m| m.message_id.as_str()).collect::<Vec<_>>(), ["m-3"]);
+        assert!(!wf.work.in_turn && wf.work.turn_mark.is_none());
+        assert_eq!(wf.head.status.state, TaskState::InputRequired);
+        assert_eq!(wf.head.status.message.as_ref().map(Message::text).as_deref(), Some("echo: hi"));
+        let stored = plan.input("q", "echo: hi");
+        assert_eq!((stored.history_from, stored.stored_before), (4, Some((4, 1))));
+        assert_eq!(stored.snapshot.as_ref(), Some(&wf.head));
+
+        let next = wf.emit_input("wf-9".into(), stored.event, None, &mut (0, 0));
+        assert_eq!((next.history_from, next.stored_before), (5, Some((5, 2))));
+        assert_eq!(next.history.iter().map(|m| m.message_id.as_str()).collect::<Vec<_>>(), ["m-3"]);
+    }
+
+    /// An empty plain reply ends the turn with no message and no artifact.
+    #[test]
+    fn an_empty_reply_ends_the_planned_turn_without_a_message() {
+        let mut wf = in_turn(4);
+        let plan = wf.plan_end(&message("m-2", "hi"), "reply-2", (0, 0), None).unwrap();
+        let stored = plan.input("q", "");
+        assert!(stored.history.is_empty() && stored.artifacts.is_empty());
+        wf.planned_end_stored(&plan, "", 11);
+        assert_eq!((wf.log.stored_history, wf.log.stored_artifacts), (4, 1));
+        assert_eq!(wf.head.status.message, None);
+    }
 
     /// Issue 15: the ids a run hands the next are its newest, oldest first, within the budget.
     #[test]
