@@ -130,6 +130,24 @@ static FAST_APPEND_PG: LazyLock<String> = LazyLock::new(|| {
         *FAST_UPDATE
     )
 });
+/// A run of a task's events that change nothing but the log (a model's streamed chunks), in
+/// one statement on Postgres (issue 31): the task $1, open and lacking every key, takes the
+/// next $3 seqs and the time $2, and each event of $4 (a JSON array of `[key, body, time]`)
+/// is written at its seq in order. No row: some key is there, the task is closed or has no
+/// row yet, and the events go one by one.
+static CHUNKS_APPEND_PG: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH k AS (SELECT v->>0 AS event_key, v->>1 AS body, v->>2 AS created_at, ord \
+         FROM json_array_elements($4::json) WITH ORDINALITY AS a(v, ord)), \
+         t AS (UPDATE tasks SET updated_at = $2, last_seq = last_seq + $3 WHERE task_id = $1 AND state NOT IN ({}) \
+         AND NOT EXISTS (SELECT 1 FROM events e JOIN k ON e.event_key = k.event_key WHERE e.task_id = $1) \
+         RETURNING last_seq), \
+         e AS (INSERT INTO events (task_id, seq, event_key, body, created_at) \
+         SELECT $1, t.last_seq - $3 + k.ord, k.event_key, k.body, k.created_at FROM t, k) \
+         SELECT last_seq - $3 + 1 FROM t",
+        *TERMINAL_STATES
+    )
+});
 /// Sets the seq $9.
 const SET_SEQ: &str = update_row!("last_seq = $9 WHERE task_id = $1");
 
@@ -192,6 +210,18 @@ impl Fields {
             },
             stored_before: e.stored_before,
         })
+    }
+
+    /// The event changes nothing but the log: no state, status, snapshot or context, no
+    /// history or artifact row, and it is not pushed (a model's streamed chunk).
+    fn log_only(&self) -> bool {
+        self.state.is_empty()
+            && self.status.is_empty()
+            && self.status_md.is_empty()
+            && self.snapshot.is_empty()
+            && self.context_id.is_empty()
+            && !self.pushed
+            && self.changes.is_empty()
     }
 
     /// What an appended event writes after its own row: the history and artifact rows it
@@ -281,6 +311,24 @@ async fn append(
     append_otherwise(conn, &at, &task_queue).await
 }
 
+/// Appends a run of `task_id`'s [`Fields::log_only`] events in one statement on Postgres
+/// ([`CHUNKS_APPEND_PG`]); the seq of the first, or `None` when the run must go one by one
+/// (nothing written).
+async fn append_log_only(
+    conn: &mut Conn<'_>,
+    task_id: &str,
+    run: &[(String, String, Fields)],
+) -> Result<Option<i64>, StoreError> {
+    let events: Vec<(&str, &str, &str)> =
+        run.iter().map(|(key, _, f)| (key.as_str(), f.body.as_str(), f.ts.as_str())).collect();
+    let events = serde_json::to_string(&events)?;
+    let last_ts = run.last().map_or("", |(_, _, f)| f.ts.as_str());
+    let row = conn
+        .fetch_optional(CHUNKS_APPEND_PG.as_str(), args![task_id, last_ts, run.len() as i64, events.as_str()])
+        .await?;
+    row.map(|row| row.int(0)).transpose()
+}
+
 /// What the fast path did not take, with nothing written yet: a task's first event, a
 /// retried key, a key to replace, or a closed task.
 async fn append_otherwise(conn: &mut Conn<'_>, at: &Statements<'_>, task_queue: &str) -> Result<Appended, StoreError> {
@@ -366,6 +414,16 @@ async fn rewind(conn: &mut Conn<'_>, task_id: &str, from: i64, kept: Option<Stor
     Ok(())
 }
 
+/// Adds an append to what the other processes are told at the commit: a task's appends in a
+/// row are one announcement, its newest seq; a cut is announced where it came.
+fn tell(told: &mut Vec<(String, i64, bool)>, task_id: &str, one: Appended) {
+    match told.last_mut() {
+        Some((task, seq, false)) if one.new && !one.rewrote && task == task_id => *seq = one.seq,
+        _ if one.new || one.rewrote => told.push((task_id.to_string(), one.seq, one.rewrote)),
+        _ => {}
+    }
+}
+
 impl Store {
     /// Appends an event (D1). Idempotent on `(task_id, key)`; refused with
     /// [`StoreError::Closed`] once the log holds a terminal event. Readers are woken once
@@ -390,24 +448,42 @@ impl Store {
             // one announcement, its newest seq (a reader reads on from its cursor to it); a
             // cut is announced where it came.
             let mut told: Vec<(String, i64, bool)> = Vec::new();
-            for (task_id, key, task_queue, fields) in writes {
-                let notify_id = task_id.clone();
-                let one = match append(&mut *conn, task_id, key, task_queue, fields).await {
-                    // Refused after the events before it wrote: the whole batch goes back (a
-                    // refusal that wrote nothing leaves the batch standing).
-                    Err(e @ StoreError::Closed(_)) if appended.iter().any(|a: &Appended| a.new || a.rewrote) => {
-                        return Err(StoreError::Batch(format!(
-                            "{e}, after events of the same append that ended it; none of them was written"
-                        )));
+            let mut writes = writes.into_iter().peekable();
+            while let Some((task_id, key, task_queue, fields)) = writes.next() {
+                // A run of a task's chunks goes in one statement on Postgres, where each
+                // statement is a round trip (issue 31).
+                let mut run = vec![(key, task_queue, fields)];
+                if matches!(conn, Conn::Any(_)) && run[0].2.log_only() {
+                    while let Some((_, key, queue, fields)) =
+                        writes.next_if(|(t, _, _, f)| *t == task_id && f.log_only())
+                    {
+                        run.push((key, queue, fields));
                     }
-                    other => other?,
-                };
-                match told.last_mut() {
-                    Some((task, seq, false)) if one.new && !one.rewrote && *task == notify_id => *seq = one.seq,
-                    _ if one.new || one.rewrote => told.push((notify_id, one.seq, one.rewrote)),
-                    _ => {}
                 }
-                appended.push(one);
+                if run.len() > 1
+                    && let Some(first) = append_log_only(&mut *conn, &task_id, &run).await?
+                {
+                    for seq in first..first + run.len() as i64 {
+                        let one = Appended { seq, new: true, pushes: false, rewrote: false };
+                        tell(&mut told, &task_id, one);
+                        appended.push(one);
+                    }
+                    continue;
+                }
+                for (key, task_queue, fields) in run {
+                    let one = match append(&mut *conn, task_id.clone(), key, task_queue, fields).await {
+                        // Refused after the events before it wrote: the whole batch goes back
+                        // (a refusal that wrote nothing leaves the batch standing).
+                        Err(e @ StoreError::Closed(_)) if appended.iter().any(|a: &Appended| a.new || a.rewrote) => {
+                            return Err(StoreError::Batch(format!(
+                                "{e}, after events of the same append that ended it; none of them was written"
+                            )));
+                        }
+                        other => other?,
+                    };
+                    tell(&mut told, &task_id, one);
+                    appended.push(one);
+                }
             }
             for (task_id, seq, rewrote) in told {
                 crate::listen::announce(conn, origin.as_deref(), &task_id, seq, rewrote).await?;

@@ -22,6 +22,11 @@ pub(crate) struct Changes {
 }
 
 impl Changes {
+    /// Nothing to write: no message, no artifact.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.messages.is_empty() && self.artifacts.is_empty()
+    }
+
     /// The event's changes; a snapshot that still carries a history or artifacts (a whole
     /// task) counts them as changes from index 0.
     pub(crate) fn of(e: &NewEvent) -> Result<Self, StoreError> {

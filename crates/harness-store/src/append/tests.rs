@@ -10,6 +10,7 @@ on_both!(an_event_that_replaces_an_uncommitted_one_cuts_the_log_and_its_rows_bac
 on_both!(a_reconciler_cuts_back_only_a_log_still_as_it_read_it, cut_back_when_unchanged);
 on_both!(events_appended_together_land_in_order_all_or_none, appended_together);
 on_both!(an_answer_read_on_a_kept_tail_is_the_stored_history_also_after_a_cut, answers_on_tails);
+on_both!(a_run_of_chunks_appended_together_is_what_appending_each_writes, chunk_runs);
 
 async fn gap_free_idempotent_fenced(store: Store) {
     let a = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
@@ -290,4 +291,80 @@ async fn user_messages(store: &Store, task_id: &str) -> i64 {
         .await
         .unwrap();
     row.try_get("user_messages").unwrap()
+}
+
+/// A model's streamed chunk of reply `n`, `i`th.
+fn chunk(t: &str, n: u32, i: u32, text: &str) -> NewEvent {
+    new(
+        t,
+        &format!("turn-{n}-chunk-{i}"),
+        StreamResponse::ArtifactUpdate(a2a_types::TaskArtifactUpdateEvent {
+            task_id: t.into(),
+            context_id: "c".into(),
+            artifact: Artifact {
+                artifact_id: format!("reply-{n}"),
+                parts: vec![a2a_types::Part::text(text)],
+                ..Default::default()
+            },
+            append: i > 0,
+            last_chunk: false,
+            metadata: None,
+        }),
+    )
+}
+
+/// Issue 31: a run of a task's chunks in one `append_all` (one statement on Postgres) takes
+/// consecutive seqs in order after the events before it, with their bodies, as appending
+/// each would; a retry of the run answers the same seqs and writes nothing; a run of which
+/// some are there already writes the rest after them; a run for an ended task is refused
+/// and writes nothing; the other stores' readers are told the run's newest seq.
+async fn chunk_runs(store: Store) {
+    let t = "t";
+    store.append(&opened(t, "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
+    let run = [
+        new(t, "wf-2", status(t, TaskState::Working)),
+        chunk(t, 1, 0, "echo:"),
+        chunk(t, 1, 1, " one"),
+        chunk(t, 1, 2, " two"),
+        new(t, "wf-3", status(t, TaskState::InputRequired)),
+    ];
+    let mut wake = store.notifier().subscribe(t);
+    let appended = store.append_all(&run).await.unwrap();
+    assert_eq!(
+        appended.iter().map(|a| (a.seq, a.new)).collect::<Vec<_>>(),
+        (2..=6).map(|s| (s, true)).collect::<Vec<_>>()
+    );
+    assert_eq!(wake.borrow_and_update().seq, 6, "readers woken at the run's newest event");
+    let events = store.events_after(t, 0, 100).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=6).collect::<Vec<_>>(), "no gap");
+    let bodies: Vec<StreamResponse> = events.iter().map(|e| e.event.clone()).collect();
+    assert_eq!(bodies[1..], run.iter().map(|e| e.event.clone()).collect::<Vec<_>>()[..], "each as it was given");
+    assert_eq!(store.task_head(t).await.unwrap().unwrap().state, TaskState::InputRequired);
+
+    // A retry of the whole run: the first seqs, nothing written twice.
+    let again = store.append_all(&run).await.unwrap();
+    assert_eq!(
+        again.iter().map(|a| (a.seq, a.new)).collect::<Vec<_>>(),
+        (2..=6).map(|s| (s, false)).collect::<Vec<_>>()
+    );
+    // A run of which the first two are there: those answer their seqs, the rest follow.
+    let second = [chunk(t, 2, 0, "a"), chunk(t, 2, 1, "b")];
+    store.append_all(&second).await.unwrap();
+    let longer = [chunk(t, 2, 0, "a"), chunk(t, 2, 1, "b"), chunk(t, 2, 2, "c"), chunk(t, 2, 3, "d")];
+    let mixed = store.append_all(&longer).await.unwrap();
+    assert_eq!(
+        mixed.iter().map(|a| (a.seq, a.new)).collect::<Vec<_>>(),
+        [(7, false), (8, false), (9, true), (10, true)]
+    );
+    let seqs: Vec<i64> = store.events_after(t, 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
+
+    // Ended: a run of new chunks is refused and writes nothing.
+    store.append(&new(t, "wf-4", status(t, TaskState::Canceled))).await.unwrap();
+    let late = [chunk(t, 3, 0, "late"), chunk(t, 3, 1, "r")];
+    assert!(matches!(store.append_all(&late).await, Err(StoreError::Closed(TaskState::Canceled))));
+    assert_eq!(store.events_after(t, 0, 100).await.unwrap().len(), 11, "nothing after the terminal event");
+    // A task with no row yet: its first events go one by one, and take seqs from 1.
+    let fresh = store.append_all(&[chunk("u", 1, 0, "x"), chunk("u", 1, 1, "y")]).await.unwrap();
+    assert_eq!(fresh.iter().map(|a| a.seq).collect::<Vec<_>>(), [1, 2]);
 }
