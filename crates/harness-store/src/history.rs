@@ -62,20 +62,21 @@ impl Changes {
     /// retried event finds it there); an artifact replaces the one with its id and keeps
     /// that one's place.
     pub(crate) async fn write(&self, conn: &mut Conn<'_>, task_id: &str) -> Result<(), StoreError> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let ids: std::collections::HashSet<&str> = self.artifacts.iter().map(|(_, id, _)| id.as_str()).collect();
+        if let Conn::Any(_) = conn
+            && ids.len() == self.artifacts.len()
+        {
+            // On Postgres, where each statement is a round trip, all of them in one (issue 31).
+            let messages = serde_json::to_string(&self.messages)?;
+            let artifacts = serde_json::to_string(&self.artifacts)?;
+            conn.execute(CHANGES_PG, args![task_id, messages.as_str(), artifacts.as_str()]).await?;
+            return Ok(());
+        }
         let mut from_users = 0i64;
         for (idx, message, from_user) in &self.messages {
-            if *from_user && let Conn::Any(_) = conn {
-                // On Postgres a sender's message is counted by the statement that writes it
-                // (one round trip instead of two, issue 31).
-                conn.execute(
-                    "WITH h AS (INSERT INTO task_history (task_id, idx, message) VALUES ($1, $2, $3) \
-                     ON CONFLICT (task_id, idx) DO NOTHING RETURNING idx) \
-                     UPDATE tasks SET user_messages = user_messages + 1 WHERE task_id = $1 AND EXISTS (SELECT 1 FROM h)",
-                    args![task_id, *idx, message],
-                )
-                .await?;
-                continue;
-            }
             let written = conn
                 .execute(
                     "INSERT INTO task_history (task_id, idx, message) VALUES ($1, $2, $3) \
@@ -105,6 +106,20 @@ impl Changes {
         Ok(())
     }
 }
+
+/// [`Changes::write`] on Postgres in one statement: the messages $2 (a JSON array of
+/// `[index, message, sent by a user]`), each written once, the senders' among those written
+/// counted on the task; the artifacts $3 (`[index, id, artifact]`, ids distinct), each
+/// replacing the one with its id and keeping that one's place.
+const CHANGES_PG: &str = "WITH m AS (SELECT (v->>0)::bigint AS idx, v->>1 AS message, (v->>2)::boolean AS from_user \
+     FROM json_array_elements($2::json) AS v), \
+     a AS (SELECT (v->>0)::bigint AS idx, v->>1 AS artifact_id, v->>2 AS body FROM json_array_elements($3::json) AS v), \
+     h AS (INSERT INTO task_history (task_id, idx, message) SELECT $1, idx, message FROM m \
+     ON CONFLICT (task_id, idx) DO NOTHING RETURNING idx), \
+     w AS (INSERT INTO task_artifacts (task_id, artifact_id, idx, body) SELECT $1, artifact_id, idx, body FROM a \
+     ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body) \
+     UPDATE tasks SET user_messages = user_messages + (SELECT COUNT(*) FROM h JOIN m USING (idx) WHERE m.from_user) \
+     WHERE task_id = $1 AND EXISTS (SELECT 1 FROM h JOIN m USING (idx) WHERE m.from_user)";
 
 /// Which artifacts a read puts back into its tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
