@@ -139,22 +139,7 @@ async fn turn(store: &Store, t: &str, n: u32, text: &str, ts: &str, at: i64) -> 
     working.history = vec![Message { role: a2a_types::Role::User, ..Message::agent_text(format!("u{n}"), text) }];
     working.history_from = at;
     working.stored_before = Some(Stored { history: at, artifacts: i64::from(n) - 1 });
-    let chunk = new(
-        t,
-        &format!("turn-{n}-chunk-0"),
-        StreamResponse::ArtifactUpdate(a2a_types::TaskArtifactUpdateEvent {
-            task_id: t.into(),
-            context_id: "c".into(),
-            artifact: Artifact {
-                artifact_id: format!("reply-{n}"),
-                parts: vec![a2a_types::Part::text(format!("echo: {text}"))],
-                ..Default::default()
-            },
-            append: false,
-            last_chunk: true,
-            metadata: None,
-        }),
-    );
+    let chunk = chunk(t, n, 0, &format!("echo: {text}"), true);
     let mut parked = new(t, &format!("wf-{}", keys.1), stamped(TaskState::InputRequired));
     parked.history = vec![Message::agent_text(format!("r{n}"), format!("echo: {text}"))];
     parked.history_from = at + 1;
@@ -293,8 +278,8 @@ async fn user_messages(store: &Store, task_id: &str) -> i64 {
     row.try_get("user_messages").unwrap()
 }
 
-/// A model's streamed chunk of reply `n`, `i`th.
-fn chunk(t: &str, n: u32, i: u32, text: &str) -> NewEvent {
+/// A model's streamed chunk of reply `n`, `i`th (`last`: it ends the reply).
+fn chunk(t: &str, n: u32, i: u32, text: &str, last: bool) -> NewEvent {
     new(
         t,
         &format!("turn-{n}-chunk-{i}"),
@@ -307,7 +292,7 @@ fn chunk(t: &str, n: u32, i: u32, text: &str) -> NewEvent {
                 ..Default::default()
             },
             append: i > 0,
-            last_chunk: false,
+            last_chunk: last,
             metadata: None,
         }),
     )
@@ -323,9 +308,9 @@ async fn chunk_runs(store: Store) {
     store.append(&opened(t, "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
     let run = [
         new(t, "wf-2", status(t, TaskState::Working)),
-        chunk(t, 1, 0, "echo:"),
-        chunk(t, 1, 1, " one"),
-        chunk(t, 1, 2, " two"),
+        chunk(t, 1, 0, "echo:", false),
+        chunk(t, 1, 1, " one", false),
+        chunk(t, 1, 2, " two", false),
         new(t, "wf-3", status(t, TaskState::InputRequired)),
     ];
     let mut wake = store.notifier().subscribe(t);
@@ -348,9 +333,14 @@ async fn chunk_runs(store: Store) {
         (2..=6).map(|s| (s, false)).collect::<Vec<_>>()
     );
     // A run of which the first two are there: those answer their seqs, the rest follow.
-    let second = [chunk(t, 2, 0, "a"), chunk(t, 2, 1, "b")];
+    let second = [chunk(t, 2, 0, "a", false), chunk(t, 2, 1, "b", false)];
     store.append_all(&second).await.unwrap();
-    let longer = [chunk(t, 2, 0, "a"), chunk(t, 2, 1, "b"), chunk(t, 2, 2, "c"), chunk(t, 2, 3, "d")];
+    let longer = [
+        chunk(t, 2, 0, "a", false),
+        chunk(t, 2, 1, "b", false),
+        chunk(t, 2, 2, "c", false),
+        chunk(t, 2, 3, "d", false),
+    ];
     let mixed = store.append_all(&longer).await.unwrap();
     assert_eq!(
         mixed.iter().map(|a| (a.seq, a.new)).collect::<Vec<_>>(),
@@ -361,10 +351,10 @@ async fn chunk_runs(store: Store) {
 
     // Ended: a run of new chunks is refused and writes nothing.
     store.append(&new(t, "wf-4", status(t, TaskState::Canceled))).await.unwrap();
-    let late = [chunk(t, 3, 0, "late"), chunk(t, 3, 1, "r")];
+    let late = [chunk(t, 3, 0, "late", false), chunk(t, 3, 1, "r", false)];
     assert!(matches!(store.append_all(&late).await, Err(StoreError::Closed(TaskState::Canceled))));
     assert_eq!(store.events_after(t, 0, 100).await.unwrap().len(), 11, "nothing after the terminal event");
     // A task with no row yet: its first events go one by one, and take seqs from 1.
-    let fresh = store.append_all(&[chunk("u", 1, 0, "x"), chunk("u", 1, 1, "y")]).await.unwrap();
+    let fresh = store.append_all(&[chunk("u", 1, 0, "x", false), chunk("u", 1, 1, "y", false)]).await.unwrap();
     assert_eq!(fresh.iter().map(|a| a.seq).collect::<Vec<_>>(), [1, 2]);
 }
