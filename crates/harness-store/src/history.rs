@@ -65,9 +65,9 @@ impl Changes {
         if self.is_empty() {
             return Ok(());
         }
-        let ids: std::collections::HashSet<&str> = self.artifacts.iter().map(|(_, id, _)| id.as_str()).collect();
         if let Conn::Any(_) = conn
-            && ids.len() == self.artifacts.len()
+            && self.artifacts.iter().map(|(_, id, _)| id.as_str()).collect::<std::collections::HashSet<_>>().len()
+                == self.artifacts.len()
         {
             // On Postgres, where each statement is a round trip, all of them in one (issue 31).
             let messages = serde_json::to_string(&self.messages)?;

@@ -447,23 +447,10 @@ impl PlannedEnd {
     /// turn would make it: the reply message (none when `text` is empty) on the status, in
     /// the history and as the `reply` artifact, the head with the status as its snapshot.
     pub fn input(&self, task_queue: &str, text: &str) -> EmitInput {
-        let message = (!text.is_empty()).then(|| {
-            let mut m = Message::agent_text(self.reply_id.clone(), text);
-            m.metadata =
-                Some(a2a_types::Struct::from_iter([(crate::reply_ext_key(), crate::reply_mark(&self.answers))]));
-            m.task_id = self.head.id.clone();
-            m.context_id = self.head.context_id.clone();
-            m
-        });
-        let artifacts = message
-            .as_ref()
-            .map(|_| Artifact {
-                artifact_id: self.artifact_id.clone(),
-                name: "reply".into(),
-                parts: vec![a2a_types::Part::text(text)],
-                ..Default::default()
-            })
-            .map(|a| (self.artifact_index, a));
+        let message = (!text.is_empty())
+            .then(|| reply_message(&self.head, self.reply_id.clone(), text.to_string(), &self.answers));
+        let artifacts =
+            message.as_ref().map(|_| (self.artifact_index, reply_artifact(self.artifact_id.clone(), text.to_string())));
         let mut head = self.head.clone();
         let status =
             a2a_types::TaskStatus { state: self.state, message: message.clone(), timestamp: self.timestamp.clone() };
@@ -489,6 +476,27 @@ impl PlannedEnd {
             earlier: Vec::new(),
         }
     }
+}
+
+/// The id of turn `turn`'s reply message in task `task_id`.
+pub(crate) fn reply_id(task_id: &str, turn: u32) -> String {
+    format!("{task_id}:reply:{turn}")
+}
+
+/// A turn's reply message `id` saying `text` in `head`'s task, marked with the `messageId` it
+/// answers: a SendMessage answered at a later turn's final status still carries its own
+/// reply (S5).
+pub(crate) fn reply_message(head: &Task, id: String, text: String, answers: &str) -> Message {
+    let mut m = Message::agent_text(id, text);
+    m.metadata = Some(a2a_types::Struct::from_iter([(crate::reply_ext_key(), crate::reply_mark(answers))]));
+    m.task_id = head.id.clone();
+    m.context_id = head.context_id.clone();
+    m
+}
+
+/// The `reply` artifact of a turn's reply text.
+pub(crate) fn reply_artifact(artifact_id: String, text: String) -> Artifact {
+    Artifact { artifact_id, name: "reply".into(), parts: vec![a2a_types::Part::text(text)], ..Default::default() }
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {

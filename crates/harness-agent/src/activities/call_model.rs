@@ -183,8 +183,7 @@ async fn call(
         out.reply.ended = Some(seq);
         // The turn's end (issue 32), as `emit_event` reports a final status.
         if let Some(turn) = &end.turn {
-            crate::metrics::turn(turn, end.state);
-            crate::trace::turn_ended(turn, &input.task_id, end.state);
+            super::emit_event::turn_ended(turn, &input.task_id, end.state);
         }
     }
     out.reply.chunks = out.index;

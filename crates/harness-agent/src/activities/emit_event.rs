@@ -31,8 +31,7 @@ pub(super) async fn run(
     let (last, last_appended) = (&events[events.len() - 1], appended[appended.len() - 1]);
     // The turn's end (issue 32): its count and duration, and its span.
     if let (Some(turn), a2a_types::StreamResponse::StatusUpdate(update)) = (&turn, &last.event) {
-        crate::metrics::turn(turn, update.status.state);
-        crate::trace::turn_ended(turn, &last.task_id, update.status.state);
+        turn_ended(turn, &last.task_id, update.status.state);
     }
     // An append that put its event in the push outbox (the Task or a status event of a task
     // with push configs); a retry's was put there by its first append.
@@ -42,6 +41,12 @@ pub(super) async fn run(
         }
     }
     Ok(last_appended.seq)
+}
+
+/// A turn's end is stored (issue 32): its count and duration, and its span.
+pub(super) fn turn_ended(turn: &harness_workflow::TurnMark, task_id: &str, state: a2a_types::TaskState) {
+    crate::metrics::turn(turn, state);
+    crate::trace::turn_ended(turn, task_id, state);
 }
 
 /// The store's append of one event the workflow emits.

@@ -6,7 +6,7 @@ use super::emit::{emit, failure_text, set_status, timestamp};
 use super::{Flow, TaskWorkflow};
 use crate::activity;
 use crate::{AWAITING_NEXT_MESSAGE, Carried, InboxItem, Lifecycle, ModelReply, ModelTurn, TaskInput};
-use a2a_types::{Artifact, Message, Part, StreamResponse, TaskState};
+use a2a_types::{Artifact, Message, StreamResponse, TaskState};
 use std::time::Duration;
 use temporalio_sdk::{
     ActivityExecutionError, ActivityOptions, CancellableFuture, LocalActivityOptions, WorkflowContext, WorkflowResult,
@@ -540,7 +540,7 @@ impl TaskWorkflow {
             state: TaskState::InputRequired,
             timestamp: timestamp(now),
             status: Some(serde_json::json!({ "substate": self.parked_substate() })),
-            reply_id: format!("{}:reply:{}", self.head.id, self.work.turn),
+            reply_id: crate::reply_id(&self.head.id, self.work.turn),
             answers: item.message.message_id.clone(),
             artifact_id: artifact_id.to_string(),
             history_from,
@@ -626,13 +626,8 @@ impl TaskWorkflow {
     /// the turn ends with (the provider's finishing text, else the reply's).
     fn take_reply(&mut self, turn: u32, artifact_id: String, reply: ModelReply, answers: &str) -> Option<Message> {
         let status_text = reply.finish.as_ref().and_then(|f| f.message.clone()).unwrap_or(reply.text.clone());
-        let mut reply_message = (!status_text.is_empty()).then(|| {
-            let mut m = Message::agent_text(format!("{}:reply:{turn}", self.head.id), status_text);
-            // Which message this reply answers: a SendMessage answered at a later turn's final
-            // status still carries its own reply (S5).
-            m.metadata = Some(a2a_types::Struct::from_iter([(crate::reply_ext_key(), crate::reply_mark(answers))]));
-            m
-        });
+        let mut reply_message = (!status_text.is_empty())
+            .then(|| crate::reply_message(&self.head, crate::reply_id(&self.head.id, turn), status_text, answers));
         if let Some(used) = reply.usage {
             // The turn's usage on its reply, the task's sum on the task.
             let key = crate::usage_ext_key();
@@ -646,19 +641,12 @@ impl TaskWorkflow {
             }
         }
         if !reply.text.is_empty() {
-            self.add_artifact(Artifact {
-                artifact_id,
-                name: "reply".into(),
-                parts: vec![Part::text(reply.text.clone())],
-                ..Default::default()
-            });
+            self.add_artifact(crate::reply_artifact(artifact_id, reply.text.clone()));
         }
         for artifact in reply.artifacts {
             self.add_artifact(artifact);
         }
-        if let Some(m) = reply_message.as_mut() {
-            m.task_id = self.head.id.clone();
-            m.context_id = self.head.context_id.clone();
+        if let Some(m) = &reply_message {
             self.log.pending_history.push(m.clone());
         }
         reply_message
