@@ -109,27 +109,59 @@ macro_rules! pushes {
 }
 
 /// Takes the next seq of an open task (the fence: nothing is appended after a terminal
-/// state) whose log lacks the key $9.
-static FAST_UPDATE: LazyLock<String> = LazyLock::new(|| {
-    format!(
+/// state) whose log lacks the key $9, setting first what `$set` sets.
+macro_rules! fast_update {
+    ($($set:literal)?) => {
         concat!(
-            update_row!("last_seq = last_seq + 1 WHERE task_id = $1 AND state NOT IN ({}) "),
+            update_row!($($set,)? "last_seq = last_seq + 1 WHERE task_id = $1 AND state NOT IN ({}) "),
             "AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $9) RETURNING last_seq, ",
             pushes!()
-        ),
-        *TERMINAL_STATES
-    )
-});
-/// [`FAST_UPDATE`] and the event's row in one statement, on Postgres (one round trip
+        )
+    };
+}
+static FAST_UPDATE: LazyLock<String> = LazyLock::new(|| format!(fast_update!(), *TERMINAL_STATES));
+/// [`FAST_UPDATE`] on Postgres, which also counts $11 more of the task's senders' messages
+/// (ones this transaction wrote before, [`append`]).
+static FAST_UPDATE_PG: LazyLock<String> =
+    LazyLock::new(|| format!(fast_update!("user_messages = user_messages + $11, "), *TERMINAL_STATES));
+/// [`FAST_UPDATE_PG`] and the event's row in one statement, on Postgres (one round trip
 /// instead of two, issue 31): the row takes the seq the update returned, its body is $10
 /// and its time the update's ($3). SQLite has no data-modifying CTE: it runs the two.
-static FAST_APPEND_PG: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH t AS ({}), e AS (INSERT INTO events (task_id, seq, event_key, body, created_at) \
-         SELECT $1, last_seq, $9, $10, $3 FROM t) SELECT last_seq, pushes FROM t",
-        *FAST_UPDATE
-    )
-});
+///
+/// `changes`: with the event's history and artifact rows, the JSON arrays $12 and $13
+/// (`Changes::as_json_arrays`), written only when the event is (one statement for what was
+/// two). Its third column, the senders' messages it wrote, cannot be counted on the task's
+/// row in the same statement (a statement updates a row once): the next update of the row
+/// counts them ($11), or the end of the transaction.
+///
+/// `announce`: the last of a task's appends in a batch also announces its seq to the other
+/// processes ([`crate::listen`]), on the channel and with the payload's head in the two
+/// parameters after the others: the `pg_notify` that was a statement of its own.
+fn fast_append_pg(changes: bool, announce: bool) -> String {
+    let mut ctes = format!(
+        "t AS ({}), e AS (INSERT INTO events (task_id, seq, event_key, body, created_at) \
+         SELECT $1, last_seq, $9, $10, $3 FROM t)",
+        *FAST_UPDATE_PG
+    );
+    let mut columns = "last_seq, pushes, ".to_string();
+    let mut next = 12;
+    if changes {
+        ctes += &format!(", {}", crate::history::changes_ctes("$12", "$13", "EXISTS (SELECT 1 FROM t)"));
+        columns += crate::history::USERS_WRITTEN;
+        next = 14;
+    } else {
+        columns += "0";
+    }
+    if announce {
+        ctes += &format!(", n AS (SELECT pg_notify(${next}, ${} || ' ' || last_seq || ' ' || $1) FROM t)", next + 1);
+        columns += ", (SELECT COUNT(*) FROM n)";
+    }
+    format!("WITH {ctes} SELECT {columns} FROM t")
+}
+
+/// [`fast_append_pg`]'s four statements, by `[changes][announce]`.
+static FAST_APPEND_PG: LazyLock<[[String; 2]; 2]> =
+    LazyLock::new(|| [false, true].map(|changes| [false, true].map(|announce| fast_append_pg(changes, announce))));
 /// A run of a task's events that change nothing but the log (a model's streamed chunks), in
 /// one statement on Postgres (issue 31): the task $1, open and lacking every key, takes the
 /// next $3 seqs and the time $2, and each event of $4 (a JSON array of `[key, body, time]`)
@@ -234,6 +266,17 @@ impl Fields {
         configs: i64,
     ) -> Result<Appended, StoreError> {
         self.changes.write(conn, task_id).await?;
+        self.to_outbox(conn, task_id, seq, configs).await
+    }
+
+    /// The event's push outbox rows, when it is pushed and the task has `configs` (S14).
+    async fn to_outbox(
+        &self,
+        conn: &mut Conn<'_>,
+        task_id: &str,
+        seq: i64,
+        configs: i64,
+    ) -> Result<Appended, StoreError> {
         let pushes = configs > 0 && self.pushed;
         if pushes {
             crate::push::to_outbox(conn, task_id, seq).await?;
@@ -286,29 +329,71 @@ impl<'a> Statements<'a> {
 /// The append on a connection inside a transaction. The task's row is updated first, so
 /// Postgres holds the row's lock (SQLite its write lock) from there to the commit: appends
 /// of one task are serialised and the log stays gap-free.
+///
+/// `uncounted`: on Postgres, the task's senders' messages this transaction wrote that its
+/// row does not count yet; this append counts them, and leaves those it wrote itself with
+/// its history rows ([`fast_append_pg`]) for the next one ([`count_users`]).
+///
+/// `announce`: on Postgres, the head of the announcement of this append's seq
+/// ([`crate::listen::payload_head`]), made by the append's own statement when it takes the
+/// common path; returned is whether it did.
 async fn append(
     conn: &mut Conn<'_>,
     task_id: String,
     key: String,
     task_queue: String,
     fields: Fields,
-) -> Result<Appended, StoreError> {
+    uncounted: &mut i64,
+    announce: Option<&str>,
+) -> Result<(Appended, bool), StoreError> {
     let at = Statements { task_id: &task_id, key: &key, fields: &fields };
-    // The common case in two statements (one on Postgres): an open task whose log lacks
-    // this key takes the next seq and what this event knows (parameter $9 is the key), and
-    // the event is written at it.
+    // The common case in two statements (one on Postgres, with the event's history and
+    // artifact rows and its announcement): an open task whose log lacks this key takes the
+    // next seq and what this event knows (parameter $9 is the key), and the event is written
+    // at it.
     if let Conn::Any(_) = conn {
+        let counting = std::mem::take(uncounted);
         let [a1, a2, a3, a4, a5, a6, a7, a8, a9] = at.update_row(key.as_str().into());
-        let binds = [a1, a2, a3, a4, a5, a6, a7, a8, a9, fields.body.as_str().into()];
-        if let Some(row) = conn.fetch_optional(FAST_APPEND_PG.as_str(), &binds).await? {
-            return fields.write_rest(conn, &task_id, row.int(0)?, row.int(1)?).await;
+        let mut binds = vec![a1, a2, a3, a4, a5, a6, a7, a8, a9, fields.body.as_str().into(), counting.into()];
+        let arrays = fields.changes.as_json_arrays()?;
+        if let Some((messages, artifacts)) = &arrays {
+            binds.extend([Arg::from(messages), Arg::from(artifacts)]);
+        }
+        if let Some(head) = announce {
+            binds.extend([Arg::from(crate::listen::CHANNEL), Arg::from(head)]);
+        }
+        let sql = &FAST_APPEND_PG[usize::from(arrays.is_some())][usize::from(announce.is_some())];
+        match conn.fetch_optional(sql, &binds).await? {
+            Some(row) => {
+                let (seq, configs) = (row.int(0)?, row.int(1)?);
+                let appended = if arrays.is_some() {
+                    *uncounted = row.int(2)?;
+                    fields.to_outbox(conn, &task_id, seq, configs).await?
+                } else {
+                    fields.write_rest(conn, &task_id, seq, configs).await?
+                };
+                return Ok((appended, announce.is_some()));
+            }
+            // Nothing written: the row counts what it owes before the other path, which may
+            // count the history again from its rows (a cut).
+            None => count_users(conn, &task_id, counting).await?,
         }
     } else if let Some(row) = conn.fetch_optional(FAST_UPDATE.as_str(), &at.update_row(key.as_str().into())).await? {
         let (seq, configs) = (row.int(0)?, row.int(1)?);
         at.insert_event(conn, seq).await?;
-        return fields.write_rest(conn, &task_id, seq, configs).await;
+        return Ok((fields.write_rest(conn, &task_id, seq, configs).await?, false));
     }
-    append_otherwise(conn, &at, &task_queue).await
+    Ok((append_otherwise(conn, &at, &task_queue).await?, false))
+}
+
+/// Counts `n` more of the task's senders' messages on its row (Postgres: what
+/// [`FAST_APPEND_CHANGES_PG`] wrote and no later update of the row counted).
+async fn count_users(conn: &mut Conn<'_>, task_id: &str, n: i64) -> Result<(), StoreError> {
+    if n > 0 {
+        conn.execute("UPDATE tasks SET user_messages = user_messages + $2 WHERE task_id = $1", args![task_id, n])
+            .await?;
+    }
+    Ok(())
 }
 
 /// Appends a run of `task_id`'s [`Fields::log_only`] events in one statement on Postgres
@@ -448,8 +533,15 @@ impl Store {
             // one announcement, its newest seq (a reader reads on from its cursor to it); a
             // cut is announced where it came.
             let mut told: Vec<(String, i64, bool)> = Vec::new();
+            // On Postgres, a task's senders' messages written and not yet counted on its row
+            // (`append`): counted by the task's next append, or before another task's.
+            let mut uncounted: (String, i64) = (String::new(), 0);
             let mut writes = writes.into_iter().peekable();
             while let Some((task_id, key, task_queue, fields)) = writes.next() {
+                if uncounted.0 != task_id {
+                    count_users(&mut *conn, &uncounted.0, uncounted.1).await?;
+                    uncounted = (task_id.clone(), 0);
+                }
                 // A run of a task's chunks goes in one statement on Postgres, where each
                 // statement is a round trip (issue 31).
                 let mut run = vec![(key, task_queue, fields)];
@@ -470,8 +562,18 @@ impl Store {
                     }
                     continue;
                 }
-                for (key, task_queue, fields) in run {
-                    let one = match append(&mut *conn, task_id.clone(), key, task_queue, fields).await {
+                // The last of the task's appends in a row announces itself when it can: not
+                // after a cut of this batch, whose announcement must reach the other processes
+                // first (a reader past the cut would take the appends after it for cut ones).
+                let last_of_task = writes.peek().is_none_or(|(t, ..)| *t != task_id);
+                let (last, announce) =
+                    (run.len() - 1, origin.as_deref().map(|o| crate::listen::payload_head(o, false)));
+                for (i, (key, task_queue, fields)) in run.into_iter().enumerate() {
+                    let cut_before = told.iter().any(|(_, _, rewound)| *rewound);
+                    let announce = announce.as_deref().filter(|_| last_of_task && i == last && !cut_before);
+                    let result =
+                        append(&mut *conn, task_id.clone(), key, task_queue, fields, &mut uncounted.1, announce).await;
+                    let (one, announced) = match result {
                         // Refused after the events before it wrote: the whole batch goes back
                         // (a refusal that wrote nothing leaves the batch standing).
                         Err(e @ StoreError::Closed(_)) if appended.iter().any(|a: &Appended| a.new || a.rewrote) => {
@@ -482,9 +584,14 @@ impl Store {
                         other => other?,
                     };
                     tell(&mut told, &task_id, one);
+                    if announced {
+                        // Its statement told the task's newest seq, all `tell` held for it.
+                        told.pop();
+                    }
                     appended.push(one);
                 }
             }
+            count_users(&mut *conn, &uncounted.0, uncounted.1).await?;
             for (task_id, seq, rewrote) in told {
                 crate::listen::announce(conn, origin.as_deref(), &task_id, seq, rewrote).await?;
             }

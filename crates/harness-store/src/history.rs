@@ -66,13 +66,10 @@ impl Changes {
             return Ok(());
         }
         if let Conn::Any(_) = conn
-            && self.artifacts.iter().map(|(_, id, _)| id.as_str()).collect::<std::collections::HashSet<_>>().len()
-                == self.artifacts.len()
+            && let Some((messages, artifacts)) = self.as_json_arrays()?
         {
             // On Postgres, where each statement is a round trip, all of them in one (issue 31).
-            let messages = serde_json::to_string(&self.messages)?;
-            let artifacts = serde_json::to_string(&self.artifacts)?;
-            conn.execute(CHANGES_PG, args![task_id, messages.as_str(), artifacts.as_str()]).await?;
+            conn.execute(&CHANGES_PG, args![task_id, messages.as_str(), artifacts.as_str()]).await?;
             return Ok(());
         }
         let mut from_users = 0i64;
@@ -107,19 +104,50 @@ impl Changes {
     }
 }
 
-/// [`Changes::write`] on Postgres in one statement: the messages $2 (a JSON array of
-/// `[index, message, sent by a user]`), each written once, the senders' among those written
-/// counted on the task; the artifacts $3 (`[index, id, artifact]`, ids distinct), each
-/// replacing the one with its id and keeping that one's place.
-const CHANGES_PG: &str = "WITH m AS (SELECT (v->>0)::bigint AS idx, v->>1 AS message, (v->>2)::boolean AS from_user \
-     FROM json_array_elements($2::json) AS v), \
-     a AS (SELECT (v->>0)::bigint AS idx, v->>1 AS artifact_id, v->>2 AS body FROM json_array_elements($3::json) AS v), \
-     h AS (INSERT INTO task_history (task_id, idx, message) SELECT $1, idx, message FROM m \
-     ON CONFLICT (task_id, idx) DO NOTHING RETURNING idx), \
-     w AS (INSERT INTO task_artifacts (task_id, artifact_id, idx, body) SELECT $1, artifact_id, idx, body FROM a \
-     ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body) \
-     UPDATE tasks SET user_messages = user_messages + (SELECT COUNT(*) FROM h JOIN m USING (idx) WHERE m.from_user) \
-     WHERE task_id = $1 AND EXISTS (SELECT 1 FROM h JOIN m USING (idx) WHERE m.from_user)";
+impl Changes {
+    /// The changes as the JSON arrays the Postgres statements take ([`changes_ctes`]): the
+    /// messages (`[index, message, sent by a user]`) and the artifacts (`[index, id,
+    /// artifact]`). `None` when there are none, or when an artifact id comes twice (one
+    /// statement cannot write a row twice: those go row by row).
+    pub(crate) fn as_json_arrays(&self) -> Result<Option<(String, String)>, StoreError> {
+        let ids: std::collections::HashSet<&str> = self.artifacts.iter().map(|(_, id, _)| id.as_str()).collect();
+        if self.is_empty() || ids.len() != self.artifacts.len() {
+            return Ok(None);
+        }
+        Ok(Some((serde_json::to_string(&self.messages)?, serde_json::to_string(&self.artifacts)?)))
+    }
+}
+
+/// The common table expressions that write a task's changes on Postgres, from the JSON
+/// arrays `messages` and `artifacts` ([`Changes::as_json_arrays`]) of the task $1, when
+/// `only_if` holds: `m` and `a` the rows, `h` the indexes of the messages written (a
+/// message is written once), `w` the artifacts written (each replaces the one with its id
+/// and keeps that one's place).
+pub(crate) fn changes_ctes(messages: &str, artifacts: &str, only_if: &str) -> String {
+    format!(
+        "m AS (SELECT (v->>0)::bigint AS idx, v->>1 AS message, (v->>2)::boolean AS from_user \
+         FROM json_array_elements({messages}::json) AS v WHERE {only_if}), \
+         a AS (SELECT (v->>0)::bigint AS idx, v->>1 AS artifact_id, v->>2 AS body \
+         FROM json_array_elements({artifacts}::json) AS v WHERE {only_if}), \
+         h AS (INSERT INTO task_history (task_id, idx, message) SELECT $1, idx, message FROM m \
+         ON CONFLICT (task_id, idx) DO NOTHING RETURNING idx), \
+         w AS (INSERT INTO task_artifacts (task_id, artifact_id, idx, body) SELECT $1, artifact_id, idx, body FROM a \
+         ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body)"
+    )
+}
+
+/// How many of the messages [`changes_ctes`] wrote were a sender's (a retry writes none).
+pub(crate) const USERS_WRITTEN: &str = "(SELECT COUNT(*) FROM h JOIN m USING (idx) WHERE m.from_user)";
+
+/// [`Changes::write`] on Postgres in one statement: the messages $2 and the artifacts $3,
+/// the senders' messages among those written counted on the task.
+static CHANGES_PG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH {} UPDATE tasks SET user_messages = user_messages + {USERS_WRITTEN} \
+         WHERE task_id = $1 AND {USERS_WRITTEN} > 0",
+        changes_ctes("$2", "$3", "true")
+    )
+});
 
 /// Which artifacts a read puts back into its tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -54,9 +54,14 @@ pub(crate) async fn announce(
     rewound: bool,
 ) -> Result<(), crate::StoreError> {
     let Some(origin) = origin else { return Ok(()) };
-    let payload = format!("{origin} {} {seq} {task_id}", if rewound { "r" } else { "n" });
+    let payload = format!("{} {seq} {task_id}", payload_head(origin, rewound));
     conn.fetch_all("SELECT pg_notify($1, $2)", args![CHANNEL, payload.as_str()]).await?;
     Ok(())
+}
+
+/// An announcement's payload up to its seq: `<origin> <n|r>`.
+pub(crate) fn payload_head(origin: &str, rewound: bool) -> String {
+    format!("{origin} {}", if rewound { "r" } else { "n" })
 }
 
 /// Listens for other processes' announcements, reconnecting after a lost connection;

@@ -11,6 +11,7 @@ on_both!(a_reconciler_cuts_back_only_a_log_still_as_it_read_it, cut_back_when_un
 on_both!(events_appended_together_land_in_order_all_or_none, appended_together);
 on_both!(an_answer_read_on_a_kept_tail_is_the_stored_history_also_after_a_cut, answers_on_tails);
 on_both!(a_run_of_chunks_appended_together_is_what_appending_each_writes, chunk_runs);
+on_both!(a_turn_appended_together_counts_its_senders_message_once, turn_together);
 
 async fn gap_free_idempotent_fenced(store: Store) {
     let a = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
@@ -124,9 +125,18 @@ async fn failed_write(store: Store) {
     assert_eq!(seqs, vec![1]);
 }
 
-/// A turn as the workflow emits it: WORKING with the user's message at `at`, a chunk,
-/// then INPUT_REQUIRED with the reply and its artifact.
+/// A turn as the workflow emits it, each event appended by itself: WORKING with the user's
+/// message at `at`, a chunk, then INPUT_REQUIRED with the reply and its artifact.
 async fn turn(store: &Store, t: &str, n: u32, text: &str, ts: &str, at: i64) -> Vec<Appended> {
+    let mut out = Vec::new();
+    for e in turn_events(t, n, text, ts, at) {
+        out.push(store.append(&e).await.unwrap());
+    }
+    out
+}
+
+/// The events of [`turn`].
+fn turn_events(t: &str, n: u32, text: &str, ts: &str, at: i64) -> [NewEvent; 3] {
     let keys = (2 * n, 2 * n + 1);
     let stamped = |state| {
         let mut e = status(t, state);
@@ -145,11 +155,54 @@ async fn turn(store: &Store, t: &str, n: u32, text: &str, ts: &str, at: i64) -> 
     parked.history_from = at + 1;
     parked.artifacts = vec![(i64::from(n) - 1, Artifact { artifact_id: format!("reply-{n}"), ..Default::default() })];
     parked.stored_before = Some(Stored { history: at + 1, artifacts: i64::from(n) - 1 });
-    let mut out = Vec::new();
-    for e in [working, chunk, parked] {
-        out.push(store.append(&e).await.unwrap());
-    }
-    out
+    [working, chunk, parked]
+}
+
+/// A turn's events appended together (an instant model's call, issue 31). On Postgres the
+/// sender's message is written in its event's statement and counted on the task's row by a
+/// later statement of the transaction: it is counted once, also when its event ends the
+/// batch, when another task's events follow it, and when the batch is retried.
+async fn turn_together(store: Store) {
+    let (t, u) = ("t", "u");
+    store.append(&new(t, "wf-1", status(t, TaskState::Submitted))).await.unwrap();
+    let first = turn_events(t, 1, "one", "2026-01-01T00:00:01Z", 0);
+    let appended = store.append_all(&first).await.unwrap();
+    assert_eq!(appended.iter().map(|a| (a.seq, a.new)).collect::<Vec<_>>(), [(2, true), (3, true), (4, true)]);
+    assert_eq!(texts(&store, t).await, ["one", "echo: one"]);
+    assert_eq!(artifact_ids(&store, t).await, ["reply-1"]);
+    assert_eq!(user_messages(&store, t).await, 1);
+    let again = store.append_all(&first).await.unwrap();
+    assert!(again.iter().all(|a| !a.new && !a.rewrote), "{again:?}");
+    assert_eq!(user_messages(&store, t).await, 1, "a retried batch counts nothing twice");
+
+    // The sender's message in the last event of its batch.
+    let [working, chunk, parked] = turn_events(t, 2, "two", "2026-01-01T00:00:02Z", 2);
+    store.append_all(&[working]).await.unwrap();
+    assert_eq!(user_messages(&store, t).await, 2);
+    store.append_all(&[chunk, parked]).await.unwrap();
+    assert_eq!(user_messages(&store, t).await, 2);
+
+    // Another task's turn right after this task's sender's message, in one batch.
+    store.append(&new(u, "wf-1", status(u, TaskState::Submitted))).await.unwrap();
+    let [working, chunk, parked] = turn_events(t, 3, "three", "2026-01-01T00:00:03Z", 4);
+    let [elsewhere, ..] = turn_events(u, 1, "elsewhere", "2026-01-01T00:00:03Z", 0);
+    store.append_all(&[working, elsewhere, chunk, parked]).await.unwrap();
+    assert_eq!((user_messages(&store, t).await, user_messages(&store, u).await), (3, 1));
+    assert_eq!(texts(&store, t).await, ["one", "echo: one", "two", "echo: two", "three", "echo: three"]);
+    assert_eq!(texts(&store, u).await, ["elsewhere"]);
+    assert_eq!(artifact_ids(&store, t).await, ["reply-1", "reply-2", "reply-3"]);
+    let seqs: Vec<i64> = store.events_after(t, 0, 100).await.unwrap().iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=10).collect::<Vec<_>>(), "no gap");
+}
+
+/// A task's artifact ids in their places.
+async fn artifact_ids(store: &Store, task_id: &str) -> Vec<String> {
+    let rows = sqlx::query("SELECT artifact_id FROM task_artifacts WHERE task_id = $1 ORDER BY idx")
+        .bind(task_id)
+        .fetch_all(store.reads())
+        .await
+        .unwrap();
+    rows.iter().map(|r| r.try_get("artifact_id").unwrap()).collect()
 }
 
 async fn texts(store: &Store, t: &str) -> Vec<String> {
