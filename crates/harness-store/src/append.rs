@@ -257,26 +257,19 @@ impl Fields {
     }
 
     /// What an appended event writes after its own row: the history and artifact rows it
-    /// carries, and its push outbox rows when it is pushed and the task has `configs` (S14).
+    /// carries (unless its row's statement wrote them: `changes_written`), and its push
+    /// outbox rows when it is pushed and the task has `configs` (S14).
     async fn write_rest(
         &self,
         conn: &mut Conn<'_>,
         task_id: &str,
         seq: i64,
         configs: i64,
+        changes_written: bool,
     ) -> Result<Appended, StoreError> {
-        self.changes.write(conn, task_id).await?;
-        self.to_outbox(conn, task_id, seq, configs).await
-    }
-
-    /// The event's push outbox rows, when it is pushed and the task has `configs` (S14).
-    async fn to_outbox(
-        &self,
-        conn: &mut Conn<'_>,
-        task_id: &str,
-        seq: i64,
-        configs: i64,
-    ) -> Result<Appended, StoreError> {
+        if !changes_written {
+            self.changes.write(conn, task_id).await?;
+        }
         let pushes = configs > 0 && self.pushed;
         if pushes {
             crate::push::to_outbox(conn, task_id, seq).await?;
@@ -322,7 +315,7 @@ impl<'a> Statements<'a> {
     async fn write_at(&self, conn: &mut Conn<'_>, seq: i64, configs: i64) -> Result<Appended, StoreError> {
         self.insert_event(conn, seq).await?;
         conn.execute(SET_SEQ, &self.update_row(seq.into())).await?;
-        self.fields.write_rest(conn, self.task_id, seq, configs).await
+        self.fields.write_rest(conn, self.task_id, seq, configs, false).await
     }
 }
 
@@ -366,12 +359,10 @@ async fn append(
         match conn.fetch_optional(sql, &binds).await? {
             Some(row) => {
                 let (seq, configs) = (row.int(0)?, row.int(1)?);
-                let appended = if arrays.is_some() {
+                if arrays.is_some() {
                     *uncounted = row.int(2)?;
-                    fields.to_outbox(conn, &task_id, seq, configs).await?
-                } else {
-                    fields.write_rest(conn, &task_id, seq, configs).await?
-                };
+                }
+                let appended = fields.write_rest(conn, &task_id, seq, configs, arrays.is_some()).await?;
                 return Ok((appended, announce.is_some()));
             }
             // Nothing written: the row counts what it owes before the other path, which may
@@ -381,7 +372,7 @@ async fn append(
     } else if let Some(row) = conn.fetch_optional(FAST_UPDATE.as_str(), &at.update_row(key.as_str().into())).await? {
         let (seq, configs) = (row.int(0)?, row.int(1)?);
         at.insert_event(conn, seq).await?;
-        return Ok((fields.write_rest(conn, &task_id, seq, configs).await?, false));
+        return Ok((fields.write_rest(conn, &task_id, seq, configs, false).await?, false));
     }
     Ok((append_otherwise(conn, &at, &task_queue).await?, false))
 }
