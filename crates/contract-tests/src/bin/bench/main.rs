@@ -153,10 +153,10 @@ async fn main() -> anyhow::Result<()> {
         if i == 5 {
             new_task_cpu = cpu_secs(harness.id());
         }
-        // The three in each of their six orders in turn: a measure taken right after the
-        // floor runs while the dev server still finishes the floor's workflow task, so a
-        // fixed order would charge that to one of them (docs/performance.md, "The latency
-        // rounds' order").
+        // The three in each of their six orders in turn: a measure taken right after a
+        // floor sample was slower in every run, and a fixed order charged that to one of
+        // them (docs/performance.md, "The latency rounds' order, and Postgres in ten
+        // statements").
         let (mut f, mut first, mut fin, mut b) = Default::default();
         let order = ORDERS[i as usize % ORDERS.len()];
         for (place, measure) in order.iter().enumerate() {
