@@ -378,7 +378,7 @@ async fn append(
 }
 
 /// Counts `n` more of the task's senders' messages on its row (Postgres: what
-/// [`FAST_APPEND_CHANGES_PG`] wrote and no later update of the row counted).
+/// [`fast_append_pg`] wrote and no later update of the row counted).
 async fn count_users(conn: &mut Conn<'_>, task_id: &str, n: i64) -> Result<(), StoreError> {
     if n > 0 {
         conn.execute("UPDATE tasks SET user_messages = user_messages + $2 WHERE task_id = $1", args![task_id, n])
