@@ -344,7 +344,7 @@ impl Store {
     /// The messages its workflow accepted that the task's stored history does not hold yet,
     /// in the order they were accepted (issue 20): a message queued behind a running turn is
     /// stored with the turn's next event, so a read from the store alone takes it from its
-    /// accepted audit row meanwhile. The newest [`UNSTORED_LOOK`] accepted rows are checked
+    /// accepted audit row meanwhile. The newest `UNSTORED_LOOK` accepted rows are checked
     /// by id against the newest stored messages (a turn's streamed chunks move the log on
     /// without storing anything, so the log's seq cannot bound them). Only a running task
     /// can have any: a final status stores every message its workflow took.
