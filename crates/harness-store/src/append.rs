@@ -527,6 +527,8 @@ impl Store {
             // On Postgres, a task's senders' messages written and not yet counted on its row
             // (`append`): counted by the task's next append, or before another task's.
             let mut uncounted: (String, i64) = (String::new(), 0);
+            // How this store's announcements of appends begin (Postgres).
+            let announce_head = origin.as_deref().map(|o| crate::listen::payload_head(o, false));
             let mut writes = writes.into_iter().peekable();
             while let Some((task_id, key, task_queue, fields)) = writes.next() {
                 if uncounted.0 != task_id {
@@ -557,11 +559,11 @@ impl Store {
                 // after a cut of this batch, whose announcement must reach the other processes
                 // first (a reader past the cut would take the appends after it for cut ones).
                 let last_of_task = writes.peek().is_none_or(|(t, ..)| *t != task_id);
-                let (last, announce) =
-                    (run.len() - 1, origin.as_deref().map(|o| crate::listen::payload_head(o, false)));
+                let last = run.len() - 1;
                 for (i, (key, task_queue, fields)) in run.into_iter().enumerate() {
-                    let cut_before = told.iter().any(|(_, _, rewound)| *rewound);
-                    let announce = announce.as_deref().filter(|_| last_of_task && i == last && !cut_before);
+                    let announce = announce_head
+                        .as_deref()
+                        .filter(|_| last_of_task && i == last && !told.iter().any(|(_, _, rewound)| *rewound));
                     let result =
                         append(&mut *conn, task_id.clone(), key, task_queue, fields, &mut uncounted.1, announce).await;
                     let (one, announced) = match result {
