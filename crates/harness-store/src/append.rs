@@ -146,7 +146,10 @@ fn fast_append_pg(changes: bool, announce: bool) -> String {
     let mut columns = "last_seq, pushes, ".to_string();
     let mut next = 12;
     if changes {
-        ctes += &format!(", {}", crate::history::changes_ctes("$12", "$13", "EXISTS (SELECT 1 FROM t)"));
+        ctes += &format!(
+            ", {}",
+            crate::history::changes_ctes("$12", "$13", "(SELECT last_seq FROM t)", "EXISTS (SELECT 1 FROM t)")
+        );
         columns += crate::history::USERS_WRITTEN;
         next = 14;
     } else {
@@ -268,7 +271,7 @@ impl Fields {
         changes_written: bool,
     ) -> Result<Appended, StoreError> {
         if !changes_written {
-            self.changes.write(conn, task_id).await?;
+            self.changes.write(conn, task_id, seq).await?;
         }
         let pushes = configs > 0 && self.pushed;
         if pushes {

@@ -59,9 +59,9 @@ impl Changes {
     }
 
     /// Writes the changes inside the event's transaction. A message is written once (a
-    /// retried event finds it there); an artifact replaces the one with its id and keeps
-    /// that one's place.
-    pub(crate) async fn write(&self, conn: &mut Conn<'_>, task_id: &str) -> Result<(), StoreError> {
+    /// retried event finds it there); an artifact replaces the one with its id, keeps that
+    /// one's place and takes the event's `seq` (what an answer's tail reads after, tails.rs).
+    pub(crate) async fn write(&self, conn: &mut Conn<'_>, task_id: &str, seq: i64) -> Result<(), StoreError> {
         if self.is_empty() {
             return Ok(());
         }
@@ -69,7 +69,7 @@ impl Changes {
             && let Some((messages, artifacts)) = self.as_json_arrays()?
         {
             // On Postgres, where each statement is a round trip, all of them in one (issue 31).
-            conn.execute(&CHANGES_PG, args![task_id, messages.as_str(), artifacts.as_str()]).await?;
+            conn.execute(&CHANGES_PG, args![task_id, messages.as_str(), artifacts.as_str(), seq]).await?;
             return Ok(());
         }
         let mut from_users = 0i64;
@@ -94,9 +94,9 @@ impl Changes {
         }
         for (idx, artifact_id, body) in &self.artifacts {
             conn.execute(
-                "INSERT INTO task_artifacts (task_id, artifact_id, idx, body) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
-                args![task_id, artifact_id, *idx, body],
+                "INSERT INTO task_artifacts (task_id, artifact_id, idx, body, seq) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body, seq = excluded.seq",
+                args![task_id, artifact_id, *idx, body, seq],
             )
             .await?;
         }
@@ -119,11 +119,11 @@ impl Changes {
 }
 
 /// The common table expressions that write a task's changes on Postgres, from the JSON
-/// arrays `messages` and `artifacts` ([`Changes::as_json_arrays`]) of the task $1, when
-/// `only_if` holds: `m` and `a` the rows, `h` the indexes of the messages written (a
-/// message is written once), `w` the artifacts written (each replaces the one with its id
-/// and keeps that one's place).
-pub(crate) fn changes_ctes(messages: &str, artifacts: &str, only_if: &str) -> String {
+/// arrays `messages` and `artifacts` ([`Changes::as_json_arrays`]) of the task $1 and the
+/// event's `seq`, when `only_if` holds: `m` and `a` the rows, `h` the indexes of the
+/// messages written (a message is written once), `w` the artifacts written (each replaces
+/// the one with its id, keeps that one's place and takes the seq).
+pub(crate) fn changes_ctes(messages: &str, artifacts: &str, seq: &str, only_if: &str) -> String {
     format!(
         "m AS (SELECT (v->>0)::bigint AS idx, v->>1 AS message, (v->>2)::boolean AS from_user \
          FROM json_array_elements({messages}::json) AS v WHERE {only_if}), \
@@ -131,21 +131,22 @@ pub(crate) fn changes_ctes(messages: &str, artifacts: &str, only_if: &str) -> St
          FROM json_array_elements({artifacts}::json) AS v WHERE {only_if}), \
          h AS (INSERT INTO task_history (task_id, idx, message) SELECT $1, idx, message FROM m \
          ON CONFLICT (task_id, idx) DO NOTHING RETURNING idx), \
-         w AS (INSERT INTO task_artifacts (task_id, artifact_id, idx, body) SELECT $1, artifact_id, idx, body FROM a \
-         ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body)"
+         w AS (INSERT INTO task_artifacts (task_id, artifact_id, idx, body, seq) \
+         SELECT $1, artifact_id, idx, body, {seq} FROM a \
+         ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body, seq = excluded.seq)"
     )
 }
 
 /// How many of the messages [`changes_ctes`] wrote were a sender's (a retry writes none).
 pub(crate) const USERS_WRITTEN: &str = "(SELECT COUNT(*) FROM h JOIN m USING (idx) WHERE m.from_user)";
 
-/// [`Changes::write`] on Postgres in one statement: the messages $2 and the artifacts $3,
-/// the senders' messages among those written counted on the task.
+/// [`Changes::write`] on Postgres in one statement: the messages $2 and the artifacts $3 of
+/// the event at seq $4, the senders' messages among those written counted on the task.
 static CHANGES_PG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH {} UPDATE tasks SET user_messages = user_messages + {USERS_WRITTEN} \
          WHERE task_id = $1 AND {USERS_WRITTEN} > 0",
-        changes_ctes("$2", "$3", "true")
+        changes_ctes("$2", "$3", "$4::bigint", "true")
     )
 });
 
@@ -276,7 +277,8 @@ async fn split_snapshots(conn: &mut Conn<'_>) -> Result<(), StoreError> {
         }
         let mut changes = Changes::default();
         changes.add_task(&task)?;
-        changes.write(conn, &task_id).await?;
+        // Written before any answer's tail was kept (seq 0): these rows predate the process.
+        changes.write(conn, &task_id, 0).await?;
         let head = serde_json::to_string(&task.head())?;
         conn.execute(
             "UPDATE tasks SET snapshot = $2 WHERE task_id = $1 AND snapshot = $3",

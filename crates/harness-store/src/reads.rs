@@ -3,7 +3,7 @@
 
 use crate::sql::TERMINAL_STATES;
 use crate::{Artifacts, Store, StoreError};
-use a2a_types::{Message, StreamResponse, Struct, Task, TaskState};
+use a2a_types::{Artifact, Message, StreamResponse, Struct, Task, TaskState};
 use sqlx::Row;
 use std::sync::LazyLock;
 
@@ -70,6 +70,16 @@ struct ReadRow {
     history_to: i64,
     /// The JSON of the messages read, in bytes.
     history_bytes: usize,
+    /// The artifacts read, with their places (`task.artifacts` is left empty).
+    placed: Vec<(i64, Artifact)>,
+    /// Their JSON, in bytes.
+    artifacts_bytes: usize,
+}
+
+/// Artifacts read whole (the newest `limit` by place) as a tail holds them.
+fn placed_artifacts(placed: Vec<(i64, Artifact)>, bytes: usize, seq: i64, limit: i64) -> crate::tails::PlacedArtifacts {
+    let artifacts = placed.into_iter().map(|(place, a)| (place, std::sync::Arc::new(a))).collect();
+    crate::tails::PlacedArtifacts { seq, limit, artifacts, bytes }
 }
 
 /// The metadata of the newest status event as stored ("" before it was kept).
@@ -134,18 +144,25 @@ impl Store {
             None => i64::MAX,
             Some(n) => i64::from(n.max(0)),
         };
+        let artifacts_limit = match artifacts {
+            Artifacts::All => i64::MAX,
+            Artifacts::Newest(n) => n,
+        };
         // The tail of the task's history kept from an earlier answer: then only the messages
-        // after it are read (tails.rs). An answer of all the history, or of more than a tail
-        // holds, reads them all.
+        // after it are read, and the artifacts written since it (tails.rs). An answer of all
+        // the history, or of more than a tail holds, reads them all.
         let tail = match history_limit {
             1..=crate::tails::MOST_MESSAGES => self.tails.get(task_id),
             _ => None,
         }
         .filter(|tail| tail.messages.len() as i64 >= history_limit || tail.first == 0);
         let Some(tail) = tail else {
-            return self.task_with_whole_window(task_id, history_limit, artifacts).await;
+            return self.task_with_whole_window(task_id, history_limit, artifacts_limit).await;
         };
-        let Some(mut read) = self.task_row(task_id, history_limit, artifacts, tail.last()).await? else {
+        let held = tail.artifacts.as_ref().filter(|a| a.limit == artifacts_limit);
+        let Some(mut read) =
+            self.task_row(task_id, history_limit, artifacts_limit, tail.last(), held.map(|a| a.seq)).await?
+        else {
             self.tails.forget(task_id);
             return Ok(None);
         };
@@ -158,12 +175,21 @@ impl Store {
         let Some((kept, bytes)) =
             holds.then(|| tail.extended(added, read.history_bytes, history_limit as usize)).flatten()
         else {
-            return self.task_with_whole_window(task_id, history_limit, artifacts).await;
+            return self.task_with_whole_window(task_id, history_limit, artifacts_limit).await;
         };
         let answered = kept.len().saturating_sub(history_limit as usize);
         read.row.task.history = kept[answered..].iter().map(|m| Message::clone(m)).collect();
+        let placed = std::mem::take(&mut read.placed);
+        let artifacts = match held {
+            // Only those written since were read: the same cut check holds for them.
+            Some(held) => held.with(placed, read.artifacts_bytes, read.row.last_seq),
+            None => placed_artifacts(placed, read.artifacts_bytes, read.row.last_seq, artifacts_limit),
+        };
+        read.row.task.artifacts = artifacts.answer();
         let first = read.history_to - kept.len() as i64 + 1;
-        self.tails.put(task_id, crate::tails::Tail { rewrites: read.rewrites, first, messages: kept, bytes });
+        let tail =
+            crate::tails::Tail { rewrites: read.rewrites, first, messages: kept, bytes, artifacts: Some(artifacts) };
+        self.tails.put(task_id, tail);
         Ok(Some(read.row))
     }
 
@@ -172,58 +198,81 @@ impl Store {
         &self,
         task_id: &str,
         history_limit: i64,
-        artifacts: Artifacts,
+        artifacts_limit: i64,
     ) -> Result<Option<TaskRow>, StoreError> {
-        let Some(read) = self.task_row(task_id, history_limit, artifacts, -1).await? else {
+        let Some(read) = self.task_row(task_id, history_limit, artifacts_limit, -1, None).await? else {
             self.tails.forget(task_id);
             return Ok(None);
         };
-        self.keep_tail(task_id, history_limit, &read);
-        Ok(Some(read.row))
+        Ok(Some(self.keep_tail(task_id, history_limit, artifacts_limit, read)))
     }
 
-    /// Keeps the history of an answer read whole, with a window a tail can hold, as the
-    /// task's tail.
-    fn keep_tail(&self, task_id: &str, history_limit: i64, read: &ReadRow) {
+    /// Keeps the history and artifacts of an answer read whole, with a window a tail can
+    /// hold, as the task's tail; the answer's row.
+    fn keep_tail(&self, task_id: &str, history_limit: i64, artifacts_limit: i64, mut read: ReadRow) -> TaskRow {
         if !(1..=crate::tails::MOST_MESSAGES).contains(&history_limit) {
-            return;
+            read.row.task.artifacts = read.placed.into_iter().map(|(_, a)| a).collect();
+            return read.row;
         }
         let history = &read.row.task.history;
         let first = read.history_to - history.len() as i64 + 1;
         let messages = history.iter().cloned().map(std::sync::Arc::new).collect();
-        self.tails
-            .put(task_id, crate::tails::Tail { rewrites: read.rewrites, first, messages, bytes: read.history_bytes });
+        let artifacts = placed_artifacts(read.placed, read.artifacts_bytes, read.row.last_seq, artifacts_limit);
+        read.row.task.artifacts = artifacts.answer();
+        let tail = crate::tails::Tail {
+            rewrites: read.rewrites,
+            first,
+            messages,
+            bytes: read.history_bytes,
+            artifacts: Some(artifacts),
+        };
+        self.tails.put(task_id, tail);
+        read.row
     }
 
     /// The task's row with the newest `history_limit` of its messages after index `after`
-    /// (all: -1), in one statement.
+    /// (all: -1), and its newest `artifacts_limit` artifacts by place, or when
+    /// `artifacts_after` is given every artifact written by an event after that seq, in
+    /// one statement.
     async fn task_row(
         &self,
         task_id: &str,
         history_limit: i64,
-        artifacts: Artifacts,
+        artifacts_limit: i64,
         after: i64,
+        artifacts_after: Option<i64>,
     ) -> Result<Option<ReadRow>, StoreError> {
         // One statement (issue 31): the row, with its newest history and artifacts written
-        // into it as JSON arrays' items by the database, each read through its primary key
-        // (and `task_artifacts_by_place`) from the newest, so the cost is what is read; and
-        // the first and last index of the messages read, and the count of the log's cuts,
-        // which say whether a tail kept from before still holds (tails.rs).
-        const ROW: &str = "SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \
-             (SELECT string_agg(h.message, ',' ORDER BY h.idx) FROM (SELECT idx, message FROM task_history \
-               WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history, \
-             (SELECT string_agg(a.body, ',' ORDER BY a.idx) FROM (SELECT idx, body FROM task_artifacts \
-               WHERE task_id = $1 ORDER BY idx DESC LIMIT $3) a) AS artifacts, \
-             t.rewrites, \
-             (SELECT MIN(h.idx) FROM (SELECT idx FROM task_history \
-               WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history_from, \
-             (SELECT MAX(idx) FROM task_history WHERE task_id = $1) AS history_to \
-             FROM tasks t WHERE t.task_id = $1";
-        let artifacts_limit = match artifacts {
-            Artifacts::All => i64::MAX,
-            Artifacts::Newest(n) => n,
+        // into it as JSON arrays' items by the database (an artifact as `[place, artifact]`),
+        // each read through an index from the newest (`task_artifacts_by_place`) or from a
+        // seq (`task_artifacts_by_seq`), so the cost is what is read; and the first and last
+        // index of the messages read, and the count of the log's cuts, which say whether a
+        // tail kept from before still holds (tails.rs). $3 is the artifacts' limit, or the
+        // seq they were written after.
+        fn row(artifacts: &str) -> String {
+            format!(
+                "SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \
+                 (SELECT string_agg(h.message, ',' ORDER BY h.idx) FROM (SELECT idx, message FROM task_history \
+                   WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history, \
+                 (SELECT string_agg('[' || a.idx || ',' || a.body || ']', ',' ORDER BY a.idx) FROM {artifacts} a) \
+                   AS artifacts, \
+                 t.rewrites, \
+                 (SELECT MIN(h.idx) FROM (SELECT idx FROM task_history \
+                   WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history_from, \
+                 (SELECT MAX(idx) FROM task_history WHERE task_id = $1) AS history_to \
+                 FROM tasks t WHERE t.task_id = $1"
+            )
+        }
+        static NEWEST: LazyLock<String> = LazyLock::new(|| {
+            row("(SELECT idx, body FROM task_artifacts WHERE task_id = $1 ORDER BY idx DESC LIMIT $3)")
+        });
+        static WRITTEN_AFTER: LazyLock<String> =
+            LazyLock::new(|| row("(SELECT idx, body FROM task_artifacts WHERE task_id = $1 AND seq > $3)"));
+        let (sql, third) = match artifacts_after {
+            None => (&*NEWEST, artifacts_limit),
+            Some(seq) => (&*WRITTEN_AFTER, seq),
         };
-        let rows = self.read_rows(ROW, args![task_id, history_limit, artifacts_limit, after]).await?;
+        let rows = self.read_rows(sql, args![task_id, history_limit, third, after]).await?;
         let Some(r) = rows.first() else {
             return Ok(None);
         };
@@ -242,9 +291,11 @@ impl Store {
         task.status.state = state;
         let history = r.opt_text(6)?;
         task.history = items(history.as_deref())?;
-        task.artifacts = items(r.opt_text(7)?.as_deref())?;
+        let artifacts = r.opt_text(7)?;
         Ok(Some(ReadRow {
             history_bytes: history.map_or(0, |h| h.len()),
+            placed: items(artifacts.as_deref())?,
+            artifacts_bytes: artifacts.map_or(0, |a| a.len()),
             row: TaskRow {
                 task,
                 state,

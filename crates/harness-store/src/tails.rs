@@ -9,8 +9,14 @@
 //! snapshot whose `rewrites` is the tail's. That holds across processes too (Postgres, many
 //! instances): the check is the database's column, read in the same statement as the rows
 //! added since.
+//!
+//! A tail also holds the task's newest artifacts by their place (an answer's other half). An
+//! artifact can be written again (a surface updated, a sub-task's result), so what is read
+//! after is by the seq of the event that last wrote each row, not by place: every artifact
+//! row written after the tail's `seq` (the task's `last_seq` in the tail's snapshot) has a
+//! greater one, and a cut, which can write a seq again, counts in `rewrites`.
 
-use a2a_types::Message;
+use a2a_types::{Artifact, Message};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -32,9 +38,60 @@ pub(crate) struct Tail {
     pub messages: Vec<Arc<Message>>,
     /// The messages' JSON, in bytes (what the budget counts).
     pub bytes: usize,
+    /// The newest artifacts in the same snapshot, when an answer asked for them.
+    pub artifacts: Option<PlacedArtifacts>,
+}
+
+/// A task's newest artifacts by place, as one snapshot of the store had them.
+#[derive(Debug)]
+pub(crate) struct PlacedArtifacts {
+    /// The task's `last_seq` in that snapshot: an artifact written since has a greater seq.
+    pub seq: i64,
+    /// How many of the newest are held at most (all there are when fewer).
+    pub limit: i64,
+    /// `(place, artifact)`, by place.
+    pub artifacts: Vec<(i64, Arc<Artifact>)>,
+    /// Their JSON, in bytes (what the budget counts).
+    pub bytes: usize,
+}
+
+impl PlacedArtifacts {
+    /// These artifacts with `written` (every artifact row written after [`Self::seq`], of
+    /// `written_bytes`) put in: one with an id held replaces it, a new one takes its place,
+    /// and the newest `limit` by place are kept. That is the newest `limit` of the task's
+    /// artifacts as the later snapshot `seq` has them: an artifact not held is older than
+    /// every held one, and no row is removed without a cut.
+    pub fn with(&self, written: Vec<(i64, Artifact)>, written_bytes: usize, seq: i64) -> Self {
+        let added = written.len();
+        let mut artifacts = self.artifacts.clone();
+        for (place, artifact) in written {
+            let artifact = (place, Arc::new(artifact));
+            match artifacts.iter_mut().find(|(_, held)| held.artifact_id == artifact.1.artifact_id) {
+                Some(held) => *held = artifact,
+                None => artifacts.push(artifact),
+            }
+        }
+        artifacts.sort_by_key(|(place, _)| *place);
+        let had = self.artifacts.len() + added;
+        let over = artifacts.len().saturating_sub(usize::try_from(self.limit).unwrap_or(usize::MAX));
+        artifacts.drain(..over);
+        // The bytes in proportion to what is kept of what was held and written.
+        let bytes = (self.bytes + written_bytes) * artifacts.len() / had.max(1);
+        Self { seq, limit: self.limit, artifacts, bytes }
+    }
+
+    /// The artifacts as an answer carries them.
+    pub fn answer(&self) -> Vec<Artifact> {
+        self.artifacts.iter().map(|(_, a)| Artifact::clone(a)).collect()
+    }
 }
 
 impl Tail {
+    /// What the budget counts of this tail: its messages' and artifacts' JSON, in bytes.
+    fn size(&self) -> usize {
+        self.bytes + self.artifacts.as_ref().map_or(0, |a| a.bytes)
+    }
+
     /// The history index of the newest message held (`first - 1` when none is).
     pub fn last(&self) -> i64 {
         self.first + self.messages.len() as i64 - 1
@@ -83,21 +140,25 @@ impl Tails {
         self.lock().by_task.get(task_id).cloned()
     }
 
-    /// Keeps `tail` as the task's (a larger one than a tenth of the budget is not kept).
-    pub fn put(&self, task_id: &str, tail: Tail) {
-        if tail.bytes > MOST_BYTES / 10 {
+    /// Keeps `tail` as the task's (a larger one than a tenth of the budget is not kept;
+    /// without its artifacts when those make it so).
+    pub fn put(&self, task_id: &str, mut tail: Tail) {
+        if tail.size() > MOST_BYTES / 10 {
+            tail.artifacts = None;
+        }
+        if tail.size() > MOST_BYTES / 10 {
             self.forget(task_id);
             return;
         }
         let mut kept = self.lock();
-        kept.bytes += tail.bytes;
+        kept.bytes += tail.size();
         if let Some(old) = kept.by_task.insert(task_id.to_string(), Arc::new(tail)) {
-            kept.bytes -= old.bytes;
+            kept.bytes -= old.size();
         }
         while kept.bytes > MOST_BYTES || kept.by_task.len() > MOST_TASKS {
             let Some(other) = kept.by_task.keys().find(|k| *k != task_id).cloned() else { break };
             if let Some(gone) = kept.by_task.remove(&other) {
-                kept.bytes -= gone.bytes;
+                kept.bytes -= gone.size();
             }
         }
     }
@@ -105,7 +166,7 @@ impl Tails {
     pub fn forget(&self, task_id: &str) {
         let mut kept = self.lock();
         if let Some(gone) = kept.by_task.remove(task_id) {
-            kept.bytes -= gone.bytes;
+            kept.bytes -= gone.size();
         }
     }
 
@@ -132,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_tail_extended_holds_the_newest_messages_and_no_fewer_than_before() {
-        let tail = Tail { rewrites: 0, first: 5, messages: held(5, 9), bytes: 50 };
+        let tail = Tail { rewrites: 0, first: 5, messages: held(5, 9), bytes: 50, artifacts: None };
         assert_eq!(tail.last(), 9);
         // Two added, four wanted: the tail's five are kept, the oldest two let go.
         let extended = tail.extended(messages(10, 11), 7, 4);
@@ -148,11 +209,45 @@ mod tests {
         // Enough with what was added.
         assert_eq!(ids(tail.extended(messages(10, 11), 2, 7)), held_ids(5, 11));
         // A tail that begins the history holds all there is.
-        let whole = Tail { rewrites: 0, first: 0, messages: held(0, 1), bytes: 10 };
+        let whole = Tail { rewrites: 0, first: 0, messages: held(0, 1), bytes: 10, artifacts: None };
         assert_eq!(ids(whole.extended(messages(2, 2), 5, 50)), ["m0", "m1", "m2"]);
-        let empty = Tail { rewrites: 0, first: 0, messages: vec![], bytes: 0 };
+        let empty = Tail { rewrites: 0, first: 0, messages: vec![], bytes: 0, artifacts: None };
         assert_eq!(empty.last(), -1);
         assert_eq!(ids(empty.extended(messages(0, 0), 5, 50)), ["m0"]);
+    }
+
+    fn artifact(id: &str, text: &str) -> Artifact {
+        Artifact { artifact_id: id.into(), parts: vec![a2a_types::Part::text(text)], ..Default::default() }
+    }
+
+    fn placed(held: &PlacedArtifacts) -> Vec<(i64, String, String)> {
+        held.artifacts
+            .iter()
+            .map(|(p, a)| (*p, a.artifact_id.clone(), a.parts[0].text.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn artifacts_written_after_a_tail_replace_theirs_or_take_the_newest_places() {
+        let held = |from: i64, to: i64| (from..=to).map(|i| (i, Arc::new(artifact(&format!("a{i}"), "old")))).collect();
+        let tail = PlacedArtifacts { seq: 9, limit: 3, artifacts: held(4, 6), bytes: 30 };
+        // One held written again, one new: the new takes the newest place, the oldest goes.
+        let next = tail.with(vec![(7, artifact("a7", "new")), (5, artifact("a5", "again"))], 20, 12);
+        let want =
+            |v: &[(i64, &str, &str)]| v.iter().map(|(p, a, t)| (*p, a.to_string(), t.to_string())).collect::<Vec<_>>();
+        assert_eq!(placed(&next), want(&[(5, "a5", "again"), (6, "a6", "old"), (7, "a7", "new")]));
+        assert_eq!((next.seq, next.limit, next.bytes), (12, 3, 30));
+        assert_eq!(next.answer().len(), 3);
+        // One older than every held one written again: not among the newest three.
+        let next = next.with(vec![(1, artifact("a1", "again"))], 10, 13);
+        assert_eq!(placed(&next), want(&[(5, "a5", "again"), (6, "a6", "old"), (7, "a7", "new")]));
+        // Fewer than the limit held: they are all there is, and grow to it.
+        let few = PlacedArtifacts { seq: 2, limit: 3, artifacts: held(0, 0), bytes: 10 };
+        assert_eq!(
+            placed(&few.with(vec![(1, artifact("a1", "new"))], 10, 3)),
+            want(&[(0, "a0", "old"), (1, "a1", "new")])
+        );
+        assert!(placed(&few.with(vec![], 0, 3)).len() == 1, "nothing written: the same artifacts");
     }
 
     fn held_ids(from: i64, to: i64) -> Vec<String> {
@@ -163,18 +258,21 @@ mod tests {
     fn the_tails_stay_within_their_budget() {
         let tails = Tails::default();
         for i in 0..(MOST_TASKS + 10) {
-            tails.put(&format!("t{i}"), Tail { rewrites: 0, first: 0, messages: vec![], bytes: 1 });
+            tails.put(&format!("t{i}"), Tail { rewrites: 0, first: 0, messages: vec![], bytes: 1, artifacts: None });
         }
         assert_eq!(tails.lock().by_task.len(), MOST_TASKS);
         assert!(tails.get(&format!("t{}", MOST_TASKS + 9)).is_some(), "the newest put is kept");
         // Bytes: a few large tails push the others out; one over a tenth is not kept.
         for i in 0..12 {
-            tails.put(&format!("big{i}"), Tail { rewrites: 0, first: 0, messages: vec![], bytes: MOST_BYTES / 11 });
+            tails.put(
+                &format!("big{i}"),
+                Tail { rewrites: 0, first: 0, messages: vec![], bytes: MOST_BYTES / 11, artifacts: None },
+            );
         }
         assert!(tails.lock().bytes <= MOST_BYTES);
-        tails.put("huge", Tail { rewrites: 0, first: 0, messages: vec![], bytes: MOST_BYTES / 9 });
+        tails.put("huge", Tail { rewrites: 0, first: 0, messages: vec![], bytes: MOST_BYTES / 9, artifacts: None });
         assert!(tails.get("huge").is_none());
         let kept = tails.lock();
-        assert_eq!(kept.bytes, kept.by_task.values().map(|t| t.bytes).sum::<usize>());
+        assert_eq!(kept.bytes, kept.by_task.values().map(|t| t.size()).sum::<usize>());
     }
 }

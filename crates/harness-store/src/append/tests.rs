@@ -10,6 +10,7 @@ on_both!(an_event_that_replaces_an_uncommitted_one_cuts_the_log_and_its_rows_bac
 on_both!(a_reconciler_cuts_back_only_a_log_still_as_it_read_it, cut_back_when_unchanged);
 on_both!(events_appended_together_land_in_order_all_or_none, appended_together);
 on_both!(an_answer_read_on_a_kept_tail_is_the_stored_history_also_after_a_cut, answers_on_tails);
+on_both!(an_answers_artifacts_read_on_a_kept_tail_are_the_stored_ones_also_when_written_again, artifacts_on_tails);
 on_both!(a_run_of_chunks_appended_together_is_what_appending_each_writes, chunk_runs);
 on_both!(a_turn_appended_together_counts_its_senders_message_once, turn_together);
 
@@ -319,6 +320,77 @@ async fn answers_on_tails(store: Store) {
     let seen = store.task_head(t).await.unwrap().unwrap();
     assert!(store.cut_back(t, &seen, seen.last_seq - 2, Stored { history: 6, artifacts: 3 }, &head).await.unwrap());
     assert_eq!(answer(3).await, ["echo: say 2", "say 3", "echo: say 3"]);
+}
+
+/// Issue 31: an answer's newest artifacts read on the tail kept from the answer before
+/// (only those written since are read, tails.rs) are what a whole read gives: as turns add
+/// artifacts (one by one and in a batch), when a held artifact or an older one is written
+/// again, and after a cut whose places other artifacts took.
+async fn artifacts_on_tails(store: Store) {
+    let t = "t";
+    let mut open = new(t, "wf-1", status(t, TaskState::Submitted));
+    open.snapshot = Some(Task { id: t.into(), context_id: "c".into(), ..Default::default() });
+    store.append(&open).await.unwrap();
+    let answer = || {
+        let store = store.clone();
+        async move { store.task_with(t, Some(3), crate::Artifacts::Newest(2)).await.unwrap().unwrap().task.artifacts }
+    };
+    let stored = || {
+        let store = store.clone();
+        async move {
+            let all = store.task(t, Some(0)).await.unwrap().unwrap().task.artifacts;
+            all[all.len().saturating_sub(2)..].to_vec()
+        }
+    };
+    // An artifact event that writes `id` at `place` again, with `text`.
+    let written_again = |key: &str, place: i64, id: &str, text: &str| {
+        let mut e = new(
+            t,
+            key,
+            StreamResponse::ArtifactUpdate(a2a_types::TaskArtifactUpdateEvent {
+                task_id: t.into(),
+                context_id: "c".into(),
+                artifact: artifact(id, text),
+                ..Default::default()
+            }),
+        );
+        e.artifacts = vec![(place, artifact(id, text))];
+        e.stored_before = Some(Stored::default());
+        e
+    };
+    assert!(answer().await.is_empty());
+    for n in 1..=3 {
+        turn(&store, t, n, &format!("say {n}"), "2026-01-01T00:00:01Z", 2 * i64::from(n) - 2).await;
+        assert_eq!(answer().await, stored().await, "after turn {n}");
+    }
+    store.append_all(&turn_events(t, 4, "say 4", "2026-01-01T00:00:01Z", 6)).await.unwrap();
+    let ids = |artifacts: Vec<Artifact>| artifacts.into_iter().map(|a| a.artifact_id).collect::<Vec<_>>();
+    assert_eq!(ids(answer().await), ["reply-3", "reply-4"], "a batch's artifact");
+    // A held artifact written again (a surface updated): its new content, in its place.
+    store.append(&written_again("again-3", 2, "reply-3", "again")).await.unwrap();
+    let answered = answer().await;
+    assert_eq!(answered, stored().await);
+    assert_eq!(answered[0], artifact("reply-3", "again"), "not the held one");
+    // An older one written again: not among the newest two; then a batch writing one held
+    // and one new.
+    store.append(&written_again("again-1", 0, "reply-1", "again")).await.unwrap();
+    assert_eq!(answer().await, answered);
+    store
+        .append_all(&[written_again("again-4", 3, "reply-4", "again"), written_again("new-5", 4, "reply-5", "new")])
+        .await
+        .unwrap();
+    assert_eq!(answer().await, [artifact("reply-4", "again"), artifact("reply-5", "new")]);
+    assert_eq!(answer().await, stored().await);
+
+    // The newest artifacts are cut off with their events (a workflow task that never
+    // committed) and others take their places: the answer has those, not the held ones.
+    let seen = store.task_head(t).await.unwrap().unwrap();
+    let mut head = Task { id: t.into(), context_id: "c".into(), ..Default::default() };
+    head.status.state = TaskState::InputRequired;
+    assert!(store.cut_back(t, &seen, seen.last_seq - 3, Stored { history: 8, artifacts: 3 }, &head).await.unwrap());
+    store.append(&written_again("other-4", 3, "other-4", "other")).await.unwrap();
+    assert_eq!(answer().await, [artifact("reply-3", "again"), artifact("other-4", "other")]);
+    assert_eq!(answer().await, stored().await);
 }
 
 /// The senders' messages counted on the task's row (`/_monitor`'s turns, issue 15).
