@@ -79,7 +79,7 @@ struct ReadRow {
 /// Artifacts read whole (the newest `limit` by place) as a tail holds them.
 fn placed_artifacts(placed: Vec<(i64, Artifact)>, bytes: usize, seq: i64, limit: i64) -> crate::tails::PlacedArtifacts {
     let artifacts = placed.into_iter().map(|(place, a)| (place, std::sync::Arc::new(a))).collect();
-    crate::tails::PlacedArtifacts { seq, limit, artifacts, bytes }
+    crate::tails::PlacedArtifacts { seq, limit, artifacts, bytes, reads: 0 }
 }
 
 /// The metadata of the newest status event as stored ("" before it was kept).
@@ -159,7 +159,7 @@ impl Store {
         let Some(tail) = tail else {
             return self.task_with_whole_window(task_id, history_limit, artifacts_limit).await;
         };
-        let held = tail.artifacts.as_ref().filter(|a| a.limit == artifacts_limit);
+        let held = tail.artifacts.as_ref().filter(|a| a.limit == artifacts_limit && a.fresh());
         let Some(mut read) =
             self.task_row(task_id, history_limit, artifacts_limit, tail.last(), held.map(|a| a.seq)).await?
         else {

@@ -14,7 +14,10 @@
 //! artifact can be written again (a surface updated, a sub-task's result), so what is read
 //! after is by the seq of the event that last wrote each row, not by place: every artifact
 //! row written after the tail's `seq` (the task's `last_seq` in the tail's snapshot) has a
-//! greater one, and a cut, which can write a seq again, counts in `rewrites`.
+//! greater one, and a cut, which can write a seq again, counts in `rewrites`. A writer that
+//! does not keep the seq (an instance of an older version still running through an upgrade,
+//! a fix made by hand in SQL) would go unseen, so a tail's artifacts are read whole again
+//! after [`MOST_ARTIFACT_READS`] answers: what such a writer wrote shows by then.
 
 use a2a_types::{Artifact, Message};
 use std::collections::HashMap;
@@ -26,6 +29,9 @@ pub(crate) const MOST_MESSAGES: i64 = 256;
 const MOST_BYTES: usize = 8 << 20;
 /// How many tasks' tails are kept at most.
 const MOST_TASKS: usize = 1024;
+/// How many answers read only the artifacts written since a whole read: the next reads them
+/// all again.
+pub(crate) const MOST_ARTIFACT_READS: u32 = 32;
 
 /// A task's newest messages as one snapshot of the store had them.
 #[derive(Debug)]
@@ -53,9 +59,16 @@ pub(crate) struct PlacedArtifacts {
     pub artifacts: Vec<(i64, Arc<Artifact>)>,
     /// Their JSON, in bytes (what the budget counts).
     pub bytes: usize,
+    /// How many answers read only what was written since the last whole read.
+    pub reads: u32,
 }
 
 impl PlacedArtifacts {
+    /// Whether the next answer may read only the artifacts written since these.
+    pub fn fresh(&self) -> bool {
+        self.reads < MOST_ARTIFACT_READS
+    }
+
     /// These artifacts with `written` (every artifact row written after [`Self::seq`], of
     /// `written_bytes`) put in: one with an id held replaces it, a new one takes its place,
     /// and the newest `limit` by place are kept. That is the newest `limit` of the task's
@@ -77,7 +90,7 @@ impl PlacedArtifacts {
         artifacts.drain(..over);
         // The bytes in proportion to what is kept of what was held and written.
         let bytes = (self.bytes + written_bytes) * artifacts.len() / had.max(1);
-        Self { seq, limit: self.limit, artifacts, bytes }
+        Self { seq, limit: self.limit, artifacts, bytes, reads: self.reads + 1 }
     }
 
     /// The artifacts as an answer carries them.
@@ -230,19 +243,19 @@ mod tests {
     #[test]
     fn artifacts_written_after_a_tail_replace_theirs_or_take_the_newest_places() {
         let held = |from: i64, to: i64| (from..=to).map(|i| (i, Arc::new(artifact(&format!("a{i}"), "old")))).collect();
-        let tail = PlacedArtifacts { seq: 9, limit: 3, artifacts: held(4, 6), bytes: 30 };
+        let tail = PlacedArtifacts { seq: 9, limit: 3, artifacts: held(4, 6), bytes: 30, reads: 0 };
         // One held written again, one new: the new takes the newest place, the oldest goes.
         let next = tail.with(vec![(7, artifact("a7", "new")), (5, artifact("a5", "again"))], 20, 12);
         let want =
             |v: &[(i64, &str, &str)]| v.iter().map(|(p, a, t)| (*p, a.to_string(), t.to_string())).collect::<Vec<_>>();
         assert_eq!(placed(&next), want(&[(5, "a5", "again"), (6, "a6", "old"), (7, "a7", "new")]));
-        assert_eq!((next.seq, next.limit, next.bytes), (12, 3, 30));
+        assert_eq!((next.seq, next.limit, next.bytes, next.reads), (12, 3, 30, 1));
         assert_eq!(next.answer().len(), 3);
         // One older than every held one written again: not among the newest three.
         let next = next.with(vec![(1, artifact("a1", "again"))], 10, 13);
         assert_eq!(placed(&next), want(&[(5, "a5", "again"), (6, "a6", "old"), (7, "a7", "new")]));
         // Fewer than the limit held: they are all there is, and grow to it.
-        let few = PlacedArtifacts { seq: 2, limit: 3, artifacts: held(0, 0), bytes: 10 };
+        let few = PlacedArtifacts { seq: 2, limit: 3, artifacts: held(0, 0), bytes: 10, reads: 0 };
         assert_eq!(
             placed(&few.with(vec![(1, artifact("a1", "new"))], 10, 3)),
             want(&[(0, "a0", "old"), (1, "a1", "new")])
