@@ -191,6 +191,7 @@ impl Tails {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::artifact;
 
     fn messages(from: i64, to: i64) -> Vec<Message> {
         (from..=to).map(|i| Message::agent_text(format!("m{i}"), "x")).collect()
@@ -227,10 +228,6 @@ mod tests {
         let empty = Tail { rewrites: 0, first: 0, messages: vec![], bytes: 0, artifacts: None };
         assert_eq!(empty.last(), -1);
         assert_eq!(ids(empty.extended(messages(0, 0), 5, 50)), ["m0"]);
-    }
-
-    fn artifact(id: &str, text: &str) -> Artifact {
-        Artifact { artifact_id: id.into(), parts: vec![a2a_types::Part::text(text)], ..Default::default() }
     }
 
     fn placed(held: &PlacedArtifacts) -> Vec<(i64, String, String)> {
