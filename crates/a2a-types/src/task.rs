@@ -2,6 +2,7 @@
 
 use crate::{Artifact, Message, Struct, TaskState, events::StreamResponse};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The status of a task at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -22,10 +23,12 @@ pub struct Task {
     #[serde(skip_serializing_if = "String::is_empty", alias = "context_id")]
     pub context_id: String,
     pub status: TaskStatus,
+    /// Each artifact and message is shared: a task's copies (an answer from the store's
+    /// kept tail, a stream's snapshot) hold the same ones without copying them (issue 31).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub artifacts: Vec<Artifact>,
+    pub artifacts: Vec<Arc<Artifact>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<Message>,
+    pub history: Vec<Arc<Message>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
 }
@@ -36,13 +39,15 @@ impl Task {
     pub fn apply(&mut self, event: &StreamResponse) {
         match event {
             StreamResponse::Task(t) => *self = t.clone(),
-            StreamResponse::Message(m) => self.history.push(m.clone()),
+            StreamResponse::Message(m) => self.history.push(Arc::new(m.clone())),
             StreamResponse::StatusUpdate(u) => self.status = u.status.clone(),
             StreamResponse::ArtifactUpdate(u) => {
                 match self.artifacts.iter_mut().find(|a| a.artifact_id == u.artifact.artifact_id) {
-                    Some(existing) if u.append => existing.parts.extend(u.artifact.parts.iter().cloned()),
-                    Some(existing) => *existing = u.artifact.clone(),
-                    None => self.artifacts.push(u.artifact.clone()),
+                    Some(existing) if u.append => {
+                        Arc::make_mut(existing).parts.extend(u.artifact.parts.iter().cloned())
+                    }
+                    Some(existing) => *existing = Arc::new(u.artifact.clone()),
+                    None => self.artifacts.push(Arc::new(u.artifact.clone())),
                 }
             }
         }

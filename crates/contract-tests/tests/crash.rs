@@ -154,16 +154,17 @@ async fn check(h: &HarnessProcess, c: &Conversation, wait: Duration) -> Vec<Stri
                     why.push(format!("{task_id}: left {} after recovery", head.state));
                 }
                 let stored = store.history(task_id, i64::MAX, None).await.unwrap();
-                let ids =
-                    |m: &[a2a_types::Message]| m.iter().map(|m| (m.message_id.clone(), m.text())).collect::<Vec<_>>();
+                let ids = |m: &mut dyn Iterator<Item = &a2a_types::Message>| {
+                    m.map(|m| (m.message_id.clone(), m.text())).collect::<Vec<_>>()
+                };
                 // The workflow keeps no copy of the conversation (issue 15): idle, it has
                 // nothing the store lacks, and the store has exactly the messages it stored.
                 if !w.history.is_empty() || stored.len() != live.stored_history as usize {
                     why.push(format!(
                         "{task_id}: store history {:?} but the workflow stored {} and has {:?} pending",
-                        ids(&stored),
+                        ids(&mut stored.iter()),
                         live.stored_history,
-                        ids(&w.history)
+                        ids(&mut w.history.iter().map(|m| &**m))
                     ));
                 }
                 // Every acknowledged message once, answered by its own reply (the reply that

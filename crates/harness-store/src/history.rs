@@ -34,22 +34,22 @@ impl Changes {
         if let Some(task) = &e.snapshot {
             changes.add_task(task)?;
         }
-        changes.add(e.history_from, &e.history, e.artifacts.iter().map(|(i, a)| (*i, a)))?;
+        changes.add(e.history_from, e.history.iter(), e.artifacts.iter().map(|(i, a)| (*i, a)))?;
         Ok(changes)
     }
 
     fn add_task(&mut self, task: &Task) -> Result<(), StoreError> {
-        self.add(0, &task.history, task.artifacts.iter().enumerate().map(|(i, a)| (i as i64, a)))
+        self.add(0, task.history.iter().map(|m| &**m), task.artifacts.iter().enumerate().map(|(i, a)| (i as i64, &**a)))
     }
 
     /// Messages from index `from` on, and artifacts with their places.
     fn add<'a>(
         &mut self,
         from: i64,
-        messages: &[Message],
+        messages: impl Iterator<Item = &'a Message>,
         artifacts: impl Iterator<Item = (i64, &'a Artifact)>,
     ) -> Result<(), StoreError> {
-        for (i, m) in messages.iter().enumerate() {
+        for (i, m) in messages.enumerate() {
             self.messages.push((from + i as i64, serde_json::to_string(m)?, m.role == a2a_types::Role::User));
         }
         for (idx, a) in artifacts {
@@ -301,7 +301,7 @@ mod tests {
     async fn history_rows(store: Store) {
         // The Task event carries a whole task: its one message counts from index 0.
         let mut open = opened("t", "c", "2026-01-01T00:00:01.000Z", "q");
-        open.snapshot.as_mut().unwrap().history.push(message("m0"));
+        open.snapshot.as_mut().unwrap().history.push(message("m0").into());
         store.append(&open).await.unwrap();
         let turn = |key: &str, from: i64, history: Vec<a2a_types::Message>, artifacts: Vec<(i64, Artifact)>| NewEvent {
             history,
@@ -319,7 +319,7 @@ mod tests {
 
         let whole = store.task("t", None).await.unwrap().unwrap().task;
         assert_eq!(ids(&whole.history), ["m0", "m1", "m2", "m3"]);
-        assert_eq!(whole.artifacts, vec![artifact("a", "one, then more"), artifact("b", "two")]);
+        assert_eq!(whole.artifacts, [artifact("a", "one, then more"), artifact("b", "two")].map(std::sync::Arc::new));
         assert_eq!(ids(&store.task("t", Some(2)).await.unwrap().unwrap().task.history), ["m2", "m3"]);
         assert!(store.task("t", Some(0)).await.unwrap().unwrap().task.history.is_empty());
         let raw = raw_snapshot(&store, "t").await;
@@ -329,7 +329,7 @@ mod tests {
         assert_eq!(ids(&store.history("t", 3, Some(1)).await.unwrap()), ["m2"]);
 
         let mut other = opened("u", "c", "2026-01-01T00:00:00.000Z", "q");
-        other.snapshot.as_mut().unwrap().history.push(message("u0"));
+        other.snapshot.as_mut().unwrap().history.push(message("u0").into());
         store.append(&other).await.unwrap();
         let q = TaskQuery { task_queue: "q".into(), limit: 10, history_length: Some(1), ..Default::default() };
         let page = store.list_tasks(&q).await.unwrap();
@@ -347,8 +347,8 @@ mod tests {
             id: "old".into(),
             context_id: "c".into(),
             status: TaskStatus { state: TaskState::InputRequired, ..Default::default() },
-            history: vec![message("m0"), message("m1")],
-            artifacts: vec![artifact("reply-1", "hello")],
+            history: vec![message("m0").into(), message("m1").into()],
+            artifacts: vec![artifact("reply-1", "hello").into()],
             metadata: None,
         };
         sqlx::query(

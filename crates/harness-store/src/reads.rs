@@ -5,7 +5,7 @@ use crate::sql::TERMINAL_STATES;
 use crate::{Artifacts, Store, StoreError};
 use a2a_types::{Artifact, Message, StreamResponse, Struct, Task, TaskState};
 use sqlx::Row;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// How many of a task's newest accepted messages [`Store::unstored_messages`] looks at: more
 /// than a turn has queued behind it in any use seen.
@@ -71,14 +71,18 @@ struct ReadRow {
     /// The JSON of the messages read, in bytes.
     history_bytes: usize,
     /// The artifacts read, with their places (`task.artifacts` is left empty).
-    placed: Vec<(i64, Artifact)>,
+    placed: Vec<(i64, Arc<Artifact>)>,
     /// Their JSON, in bytes.
     artifacts_bytes: usize,
 }
 
 /// Artifacts read whole (the newest `limit` by place) as a tail holds them.
-fn placed_artifacts(placed: Vec<(i64, Artifact)>, bytes: usize, seq: i64, limit: i64) -> crate::tails::PlacedArtifacts {
-    let artifacts = placed.into_iter().map(|(place, a)| (place, std::sync::Arc::new(a))).collect();
+fn placed_artifacts(
+    artifacts: Vec<(i64, Arc<Artifact>)>,
+    bytes: usize,
+    seq: i64,
+    limit: i64,
+) -> crate::tails::PlacedArtifacts {
     crate::tails::PlacedArtifacts { seq, limit, artifacts, bytes, reads: 0 }
 }
 
@@ -178,7 +182,7 @@ impl Store {
             return self.task_with_whole_window(task_id, history_limit, artifacts_limit).await;
         };
         let answered = kept.len().saturating_sub(history_limit as usize);
-        read.row.task.history = kept[answered..].iter().map(|m| Message::clone(m)).collect();
+        read.row.task.history = kept[answered..].to_vec();
         let placed = std::mem::take(&mut read.placed);
         let artifacts = match held {
             // Only those written since were read: the same cut check holds for them.
@@ -216,7 +220,7 @@ impl Store {
         }
         let history = &read.row.task.history;
         let first = read.history_to - history.len() as i64 + 1;
-        let messages = history.iter().cloned().map(std::sync::Arc::new).collect();
+        let messages = history.clone();
         let artifacts = placed_artifacts(read.placed, read.artifacts_bytes, read.row.last_seq, artifacts_limit);
         read.row.task.artifacts = artifacts.answer();
         let tail = crate::tails::Tail {

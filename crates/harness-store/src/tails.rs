@@ -74,11 +74,10 @@ impl PlacedArtifacts {
     /// and the newest `limit` by place are kept. That is the newest `limit` of the task's
     /// artifacts as the later snapshot `seq` has them: an artifact not held is older than
     /// every held one, and no row is removed without a cut.
-    pub fn with(&self, written: Vec<(i64, Artifact)>, written_bytes: usize, seq: i64) -> Self {
+    pub fn with(&self, written: Vec<(i64, Arc<Artifact>)>, written_bytes: usize, seq: i64) -> Self {
         let added = written.len();
         let mut artifacts = self.artifacts.clone();
-        for (place, artifact) in written {
-            let artifact = (place, Arc::new(artifact));
+        for artifact in written {
             match artifacts.iter_mut().find(|(_, held)| held.artifact_id == artifact.1.artifact_id) {
                 Some(held) => *held = artifact,
                 None => artifacts.push(artifact),
@@ -93,9 +92,9 @@ impl PlacedArtifacts {
         Self { seq, limit: self.limit, artifacts, bytes, reads: self.reads + 1 }
     }
 
-    /// The artifacts as an answer carries them.
-    pub fn answer(&self) -> Vec<Artifact> {
-        self.artifacts.iter().map(|(_, a)| Artifact::clone(a)).collect()
+    /// The artifacts as an answer carries them (shared, not copied).
+    pub fn answer(&self) -> Vec<Arc<Artifact>> {
+        self.artifacts.iter().map(|(_, a)| Arc::clone(a)).collect()
     }
 }
 
@@ -115,7 +114,12 @@ impl Tail {
     /// messages, at least `n` of them (all there are when the tail begins the history) and
     /// no more than the larger of `n` and what the tail held. `None` when the two do not
     /// hold the newest `n` (the caller reads them all).
-    pub fn extended(&self, added: Vec<Message>, added_bytes: usize, n: usize) -> Option<(Vec<Arc<Message>>, usize)> {
+    pub fn extended(
+        &self,
+        added: Vec<Arc<Message>>,
+        added_bytes: usize,
+        n: usize,
+    ) -> Option<(Vec<Arc<Message>>, usize)> {
         let held = self.messages.len();
         if held + added.len() < n && self.first != 0 {
             return None;
@@ -131,7 +135,7 @@ impl Tail {
         let added_bytes = share(added_bytes, added.len(), from_added);
         let skip = added.len() - from_added;
         let mut kept: Vec<Arc<Message>> = self.messages[held - from_tail..].to_vec();
-        kept.extend(added.into_iter().skip(skip).map(Arc::new));
+        kept.extend(added.into_iter().skip(skip));
         Some((kept, carried_bytes + added_bytes))
     }
 }
@@ -193,12 +197,8 @@ mod tests {
     use super::*;
     use crate::test_support::artifact;
 
-    fn messages(from: i64, to: i64) -> Vec<Message> {
-        (from..=to).map(|i| Message::agent_text(format!("m{i}"), "x")).collect()
-    }
-
     fn held(from: i64, to: i64) -> Vec<Arc<Message>> {
-        messages(from, to).into_iter().map(Arc::new).collect()
+        (from..=to).map(|i| Arc::new(Message::agent_text(format!("m{i}"), "x"))).collect()
     }
 
     fn ids(newest: Option<(Vec<Arc<Message>>, usize)>) -> Vec<String> {
@@ -210,24 +210,24 @@ mod tests {
         let tail = Tail { rewrites: 0, first: 5, messages: held(5, 9), bytes: 50, artifacts: None };
         assert_eq!(tail.last(), 9);
         // Two added, four wanted: the tail's five are kept, the oldest two let go.
-        let extended = tail.extended(messages(10, 11), 7, 4);
+        let extended = tail.extended(held(10, 11), 7, 4);
         assert_eq!(extended.as_ref().unwrap().1, 30 + 7);
         assert_eq!(ids(extended), ["m7", "m8", "m9", "m10", "m11"]);
         // More added than the tail held and wanted: the newest of them.
-        assert_eq!(ids(tail.extended(messages(10, 17), 8, 3)), ["m13", "m14", "m15", "m16", "m17"]);
+        assert_eq!(ids(tail.extended(held(10, 17), 8, 3)), ["m13", "m14", "m15", "m16", "m17"]);
         // Nothing added, fewer wanted: the tail as it is.
         assert_eq!(ids(tail.extended(vec![], 0, 2)), ["m5", "m6", "m7", "m8", "m9"]);
         // More wanted than the tail and what was added hold (the tail does not begin the
         // history): read them all.
-        assert!(tail.extended(messages(10, 10), 1, 7).is_none());
+        assert!(tail.extended(held(10, 10), 1, 7).is_none());
         // Enough with what was added.
-        assert_eq!(ids(tail.extended(messages(10, 11), 2, 7)), held_ids(5, 11));
+        assert_eq!(ids(tail.extended(held(10, 11), 2, 7)), held_ids(5, 11));
         // A tail that begins the history holds all there is.
         let whole = Tail { rewrites: 0, first: 0, messages: held(0, 1), bytes: 10, artifacts: None };
-        assert_eq!(ids(whole.extended(messages(2, 2), 5, 50)), ["m0", "m1", "m2"]);
+        assert_eq!(ids(whole.extended(held(2, 2), 5, 50)), ["m0", "m1", "m2"]);
         let empty = Tail { rewrites: 0, first: 0, messages: vec![], bytes: 0, artifacts: None };
         assert_eq!(empty.last(), -1);
-        assert_eq!(ids(empty.extended(messages(0, 0), 5, 50)), ["m0"]);
+        assert_eq!(ids(empty.extended(held(0, 0), 5, 50)), ["m0"]);
     }
 
     fn placed(held: &PlacedArtifacts) -> Vec<(i64, String, String)> {
@@ -242,19 +242,19 @@ mod tests {
         let held = |from: i64, to: i64| (from..=to).map(|i| (i, Arc::new(artifact(&format!("a{i}"), "old")))).collect();
         let tail = PlacedArtifacts { seq: 9, limit: 3, artifacts: held(4, 6), bytes: 30, reads: 0 };
         // One held written again, one new: the new takes the newest place, the oldest goes.
-        let next = tail.with(vec![(7, artifact("a7", "new")), (5, artifact("a5", "again"))], 20, 12);
+        let next = tail.with(vec![(7, artifact("a7", "new").into()), (5, artifact("a5", "again").into())], 20, 12);
         let want =
             |v: &[(i64, &str, &str)]| v.iter().map(|(p, a, t)| (*p, a.to_string(), t.to_string())).collect::<Vec<_>>();
         assert_eq!(placed(&next), want(&[(5, "a5", "again"), (6, "a6", "old"), (7, "a7", "new")]));
         assert_eq!((next.seq, next.limit, next.bytes, next.reads), (12, 3, 30, 1));
         assert_eq!(next.answer().len(), 3);
         // One older than every held one written again: not among the newest three.
-        let next = next.with(vec![(1, artifact("a1", "again"))], 10, 13);
+        let next = next.with(vec![(1, artifact("a1", "again").into())], 10, 13);
         assert_eq!(placed(&next), want(&[(5, "a5", "again"), (6, "a6", "old"), (7, "a7", "new")]));
         // Fewer than the limit held: they are all there is, and grow to it.
         let few = PlacedArtifacts { seq: 2, limit: 3, artifacts: held(0, 0), bytes: 10, reads: 0 };
         assert_eq!(
-            placed(&few.with(vec![(1, artifact("a1", "new"))], 10, 3)),
+            placed(&few.with(vec![(1, artifact("a1", "new").into())], 10, 3)),
             want(&[(0, "a0", "old"), (1, "a1", "new")])
         );
         assert!(placed(&few.with(vec![], 0, 3)).len() == 1, "nothing written: the same artifacts");

@@ -56,8 +56,8 @@ pub(crate) fn artifact(id: &str, text: &str) -> Artifact {
     Artifact { artifact_id: id.into(), parts: vec![a2a_types::Part::text(text)], ..Default::default() }
 }
 
-pub(crate) fn ids(history: &[a2a_types::Message]) -> Vec<&str> {
-    history.iter().map(|m| m.message_id.as_str()).collect()
+pub(crate) fn ids<M: std::borrow::Borrow<a2a_types::Message>>(history: &[M]) -> Vec<&str> {
+    history.iter().map(|m| m.borrow().message_id.as_str()).collect()
 }
 
 pub(crate) fn opened(task_id: &str, context: &str, ts: &str, queue: &str) -> NewEvent {

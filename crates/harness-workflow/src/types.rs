@@ -770,7 +770,7 @@ impl Observation {
         Observation {
             state: task.status.state,
             message: task.status.message.clone(),
-            artifacts: task.artifacts.clone(),
+            artifacts: task.artifacts.iter().map(|a| Artifact::clone(a)).collect(),
         }
     }
 

@@ -29,6 +29,7 @@ use crate::{
 };
 use a2a_types::{Artifact, Message, Task, TaskState, TaskStatus};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult};
@@ -537,8 +538,8 @@ impl TaskWorkflow {
     /// The head with the messages and artifacts the store does not have yet.
     fn live_task(&self) -> Task {
         Task {
-            history: self.log.pending_history.clone(),
-            artifacts: self.log.pending_artifacts.iter().map(|(_, a)| a.clone()).collect(),
+            history: self.log.pending_history.iter().cloned().map(Arc::new).collect(),
+            artifacts: self.log.pending_artifacts.iter().map(|(_, a)| Arc::new(a.clone())).collect(),
             ..self.head.clone()
         }
     }

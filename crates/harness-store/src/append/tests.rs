@@ -301,6 +301,15 @@ async fn answers_on_tails(store: Store) {
         assert_eq!(answer(3).await, newest(texts(&store, t).await, 3), "after turn {n}");
     }
     assert_eq!(answer(3).await, ["echo: say 3", "say 4", "echo: say 4"], "nothing added: the same answer");
+    // Answers share the tail's messages and artifacts instead of copying them.
+    let shared = || {
+        let store = store.clone();
+        async move { store.task_with(t, Some(3), crate::Artifacts::Newest(2)).await.unwrap().unwrap().task }
+    };
+    let (one, two) = (shared().await, shared().await);
+    assert_eq!((one.history.len(), one.artifacts.len()), (3, 2));
+    assert!(one.history.iter().zip(&two.history).all(|(a, b)| std::sync::Arc::ptr_eq(a, b)), "history copied");
+    assert!(one.artifacts.iter().zip(&two.artifacts).all(|(a, b)| std::sync::Arc::ptr_eq(a, b)), "artifacts copied");
     assert_eq!(answer(5).await, newest(texts(&store, t).await, 5), "a wider window than the tail holds");
     assert_eq!(answer(50).await.len(), 8, "a window wider than the history: all of it");
     assert_eq!(answer(2).await, ["say 4", "echo: say 4"]);
@@ -333,13 +342,16 @@ async fn artifacts_on_tails(store: Store) {
     store.append(&open).await.unwrap();
     let answer = || {
         let store = store.clone();
-        async move { store.task_with(t, Some(3), crate::Artifacts::Newest(2)).await.unwrap().unwrap().task.artifacts }
+        async move {
+            let answer = store.task_with(t, Some(3), crate::Artifacts::Newest(2)).await.unwrap().unwrap().task;
+            answer.artifacts.into_iter().map(std::sync::Arc::unwrap_or_clone).collect::<Vec<_>>()
+        }
     };
     let stored = || {
         let store = store.clone();
         async move {
             let all = store.task(t, Some(0)).await.unwrap().unwrap().task.artifacts;
-            all[all.len().saturating_sub(2)..].to_vec()
+            all[all.len().saturating_sub(2)..].iter().map(|a| Artifact::clone(a)).collect::<Vec<_>>()
         }
     };
     // An artifact event that writes `id` at `place` again, with `text`.

@@ -93,7 +93,7 @@ impl HarnessHandler {
         let own =
             row.and_then(|r| r.task.history.into_iter().rev().find(|m| answered(m).as_deref() == Some(message_id)));
         if let Some(own) = own {
-            status.message = Some(own);
+            status.message = Some(std::sync::Arc::unwrap_or_clone(own));
         }
         Ok(Some(status))
     }
@@ -119,7 +119,7 @@ impl HarnessHandler {
         };
         if add {
             task.status.state = state;
-            task.history.push(accepted.message);
+            task.history.push(accepted.message.into());
         }
         Ok(task)
     }

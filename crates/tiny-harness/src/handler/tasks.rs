@@ -169,7 +169,7 @@ impl HarnessHandler {
                         id: task_id.to_string(),
                         context_id: first.context_id.clone(),
                         status: a2a_types::TaskStatus { state: TaskState::Submitted, message: None, timestamp: None },
-                        history,
+                        history: history.into_iter().map(Into::into).collect(),
                         ..Default::default()
                     });
                 }
@@ -181,7 +181,8 @@ impl HarnessHandler {
         // A final status stored every message its workflow took; a running turn may have
         // some queued behind it.
         if !row.state.is_final() {
-            task.history.extend(self.store.unstored_messages(task_id).await.map_err(store_error)?);
+            task.history
+                .extend(self.store.unstored_messages(task_id).await.map_err(store_error)?.into_iter().map(Into::into));
         }
         Ok(task.with_history_length(history_length))
     }
