@@ -34,6 +34,7 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod instructions;
 mod postgres;
 mod symbol_order;
 use postgres::Postgres;
@@ -478,6 +479,7 @@ async fn main() -> Result<()> {
         "cluster" => cluster(extra).await,
         "ui" => ui(extra),
         "symbol-order" => symbol_order::symbol_order(extra).await,
+        "instructions" => instructions::instructions(extra).await,
         "contract" => run({
             let mut c = cargo();
             c.args(["test", "-p", "tiny-harness", "--test", "card_contract"]).env("INSTA_UPDATE", "always");
@@ -490,7 +492,7 @@ async fn main() -> Result<()> {
         }),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|lint|contract|ui|bench|symbol-order|histories|dev|chaos|cluster|old-run> [args]"
+                "usage: cargo xtask <test|lint|contract|ui|bench|instructions|symbol-order|histories|dev|chaos|cluster|old-run> [args]"
             );
             if verb == "help" { Ok(()) } else { bail!("unknown verb `{verb}`") }
         }

@@ -136,7 +136,7 @@ async fn profile_phase(bin: &Path, dir: &Path, address: &str, profile: &Path, wi
     Ok(())
 }
 
-async fn wait_ready(http: &reqwest::Client, base: &str) -> Result<()> {
+pub(crate) async fn wait_ready(http: &reqwest::Client, base: &str) -> Result<()> {
     for _ in 0..600 {
         if let Ok(r) = http.get(format!("{base}/.well-known/agent-card.json")).send().await
             && r.status().is_success()
@@ -148,7 +148,7 @@ async fn wait_ready(http: &reqwest::Client, base: &str) -> Result<()> {
     bail!("the harness under valgrind did not answer its card within two minutes")
 }
 
-fn message(text: &str, task: Option<&str>) -> Value {
+pub(crate) fn message(text: &str, task: Option<&str>) -> Value {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut m = json!({"messageId": format!("order-{}-{n}", std::process::id()), "role": "ROLE_USER", "parts": [{"text": text}]});
@@ -158,7 +158,7 @@ fn message(text: &str, task: Option<&str>) -> Value {
     m
 }
 
-async fn rpc(http: &reqwest::Client, base: &str, method: &str, params: Value) -> Result<Value> {
+pub(crate) async fn rpc(http: &reqwest::Client, base: &str, method: &str, params: Value) -> Result<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let r = http.post(format!("{base}/a2a/jsonrpc")).header("A2A-Version", "1.0").json(&body).send().await?;
     Ok(r.json().await?)

@@ -15,6 +15,7 @@ pub mod events;
 pub mod jsonrpc;
 pub mod message;
 pub mod requests;
+mod shared;
 pub mod task;
 pub mod validate;
 
@@ -24,6 +25,7 @@ pub use error::{A2AError, ErrorKind};
 pub use events::*;
 pub use message::*;
 pub use requests::*;
+pub use shared::Shared;
 pub use task::*;
 
 /// A `google.protobuf.Struct`: a plain JSON object.

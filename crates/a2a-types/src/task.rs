@@ -1,8 +1,7 @@
 //! `Task` and `TaskStatus`, plus the fold that applies stream events to a task snapshot.
 
-use crate::{Artifact, Message, Struct, TaskState, events::StreamResponse};
+use crate::{Artifact, Message, Shared, Struct, TaskState, events::StreamResponse};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// The status of a task at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -24,11 +23,12 @@ pub struct Task {
     pub context_id: String,
     pub status: TaskStatus,
     /// Each artifact and message is shared: a task's copies (an answer from the store's
-    /// kept tail, a stream's snapshot) hold the same ones without copying them (issue 31).
+    /// kept tail, a stream's snapshot) hold the same ones without copying them, and each is
+    /// written as JSON once (issue 31).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub artifacts: Vec<Arc<Artifact>>,
+    pub artifacts: Vec<Shared<Artifact>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<Arc<Message>>,
+    pub history: Vec<Shared<Message>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
 }
@@ -39,15 +39,15 @@ impl Task {
     pub fn apply(&mut self, event: &StreamResponse) {
         match event {
             StreamResponse::Task(t) => *self = t.clone(),
-            StreamResponse::Message(m) => self.history.push(Arc::new(m.clone())),
+            StreamResponse::Message(m) => self.history.push(m.clone().into()),
             StreamResponse::StatusUpdate(u) => self.status = u.status.clone(),
             StreamResponse::ArtifactUpdate(u) => {
                 match self.artifacts.iter_mut().find(|a| a.artifact_id == u.artifact.artifact_id) {
                     Some(existing) if u.append => {
-                        Arc::make_mut(existing).parts.extend(u.artifact.parts.iter().cloned())
+                        Shared::make_mut(existing).parts.extend(u.artifact.parts.iter().cloned())
                     }
-                    Some(existing) => *existing = Arc::new(u.artifact.clone()),
-                    None => self.artifacts.push(Arc::new(u.artifact.clone())),
+                    Some(existing) => *existing = u.artifact.clone().into(),
+                    None => self.artifacts.push(u.artifact.clone().into()),
                 }
             }
         }

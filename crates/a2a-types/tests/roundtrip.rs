@@ -91,8 +91,8 @@ fn task() -> impl Strategy<Value = Task> {
             id,
             context_id,
             status,
-            artifacts: artifacts.into_iter().map(std::sync::Arc::new).collect(),
-            history: history.into_iter().map(std::sync::Arc::new).collect(),
+            artifacts: artifacts.into_iter().map(a2a_types::Shared::new).collect(),
+            history: history.into_iter().map(a2a_types::Shared::new).collect(),
             metadata,
         })
 }

@@ -319,7 +319,10 @@ mod tests {
 
         let whole = store.task("t", None).await.unwrap().unwrap().task;
         assert_eq!(ids(&whole.history), ["m0", "m1", "m2", "m3"]);
-        assert_eq!(whole.artifacts, [artifact("a", "one, then more"), artifact("b", "two")].map(std::sync::Arc::new));
+        assert_eq!(
+            whole.artifacts,
+            [artifact("a", "one, then more"), artifact("b", "two")].map(a2a_types::Shared::new)
+        );
         assert_eq!(ids(&store.task("t", Some(2)).await.unwrap().unwrap().task.history), ["m2", "m3"]);
         assert!(store.task("t", Some(0)).await.unwrap().unwrap().task.history.is_empty());
         let raw = raw_snapshot(&store, "t").await;

@@ -3,9 +3,9 @@
 
 use crate::sql::TERMINAL_STATES;
 use crate::{Artifacts, Store, StoreError};
-use a2a_types::{Artifact, Message, StreamResponse, Struct, Task, TaskState};
+use a2a_types::{Artifact, Message, Shared, StreamResponse, Struct, Task, TaskState};
 use sqlx::Row;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 /// How many of a task's newest accepted messages [`Store::unstored_messages`] looks at: more
 /// than a turn has queued behind it in any use seen.
@@ -71,14 +71,14 @@ struct ReadRow {
     /// The JSON of the messages read, in bytes.
     history_bytes: usize,
     /// The artifacts read, with their places (`task.artifacts` is left empty).
-    placed: Vec<(i64, Arc<Artifact>)>,
+    placed: Vec<(i64, Shared<Artifact>)>,
     /// Their JSON, in bytes.
     artifacts_bytes: usize,
 }
 
 /// Artifacts read whole (the newest `limit` by place) as a tail holds them.
 fn placed_artifacts(
-    artifacts: Vec<(i64, Arc<Artifact>)>,
+    artifacts: Vec<(i64, Shared<Artifact>)>,
     bytes: usize,
     seq: i64,
     limit: i64,

@@ -19,13 +19,15 @@
 //! a fix made by hand in SQL) would go unseen, so a tail's artifacts are read whole again
 //! after [`MOST_ARTIFACT_READS`] answers: what such a writer wrote shows by then.
 
-use a2a_types::{Artifact, Message};
+use a2a_types::{Artifact, Message, Shared};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The most messages one tail holds: an answer asking for more reads them all.
 pub(crate) const MOST_MESSAGES: i64 = 256;
 /// What all tails hold at most, counted as the messages' JSON: the oldest-placed are let go.
+/// (A held message is parsed, and keeps its JSON once an answer wrote it (`Shared`): what the
+/// tails take in memory is a few times this count.)
 const MOST_BYTES: usize = 8 << 20;
 /// How many tasks' tails are kept at most.
 const MOST_TASKS: usize = 1024;
@@ -41,7 +43,7 @@ pub(crate) struct Tail {
     /// The history index of `messages[0]`; the rest follow without a gap.
     pub first: i64,
     /// Shared with the tails that follow this one: a message is parsed once.
-    pub messages: Vec<Arc<Message>>,
+    pub messages: Vec<Shared<Message>>,
     /// The messages' JSON, in bytes (what the budget counts).
     pub bytes: usize,
     /// The newest artifacts in the same snapshot, when an answer asked for them.
@@ -56,7 +58,7 @@ pub(crate) struct PlacedArtifacts {
     /// How many of the newest are held at most (all there are when fewer).
     pub limit: i64,
     /// `(place, artifact)`, by place.
-    pub artifacts: Vec<(i64, Arc<Artifact>)>,
+    pub artifacts: Vec<(i64, Shared<Artifact>)>,
     /// Their JSON, in bytes (what the budget counts).
     pub bytes: usize,
     /// How many answers read only what was written since the last whole read.
@@ -74,7 +76,7 @@ impl PlacedArtifacts {
     /// and the newest `limit` by place are kept. That is the newest `limit` of the task's
     /// artifacts as the later snapshot `seq` has them: an artifact not held is older than
     /// every held one, and no row is removed without a cut.
-    pub fn with(&self, written: Vec<(i64, Arc<Artifact>)>, written_bytes: usize, seq: i64) -> Self {
+    pub fn with(&self, written: Vec<(i64, Shared<Artifact>)>, written_bytes: usize, seq: i64) -> Self {
         let added = written.len();
         let mut artifacts = self.artifacts.clone();
         for artifact in written {
@@ -93,8 +95,8 @@ impl PlacedArtifacts {
     }
 
     /// The artifacts as an answer carries them (shared, not copied).
-    pub fn answer(&self) -> Vec<Arc<Artifact>> {
-        self.artifacts.iter().map(|(_, a)| Arc::clone(a)).collect()
+    pub fn answer(&self) -> Vec<Shared<Artifact>> {
+        self.artifacts.iter().map(|(_, a)| Shared::clone(a)).collect()
     }
 }
 
@@ -116,10 +118,10 @@ impl Tail {
     /// hold the newest `n` (the caller reads them all).
     pub fn extended(
         &self,
-        added: Vec<Arc<Message>>,
+        added: Vec<Shared<Message>>,
         added_bytes: usize,
         n: usize,
-    ) -> Option<(Vec<Arc<Message>>, usize)> {
+    ) -> Option<(Vec<Shared<Message>>, usize)> {
         let held = self.messages.len();
         if held + added.len() < n && self.first != 0 {
             return None;
@@ -134,7 +136,7 @@ impl Tail {
         let carried_bytes = share(self.bytes, held, from_tail);
         let added_bytes = share(added_bytes, added.len(), from_added);
         let skip = added.len() - from_added;
-        let mut kept: Vec<Arc<Message>> = self.messages[held - from_tail..].to_vec();
+        let mut kept: Vec<Shared<Message>> = self.messages[held - from_tail..].to_vec();
         kept.extend(added.into_iter().skip(skip));
         Some((kept, carried_bytes + added_bytes))
     }
@@ -197,11 +199,11 @@ mod tests {
     use super::*;
     use crate::test_support::artifact;
 
-    fn held(from: i64, to: i64) -> Vec<Arc<Message>> {
-        (from..=to).map(|i| Arc::new(Message::agent_text(format!("m{i}"), "x"))).collect()
+    fn held(from: i64, to: i64) -> Vec<Shared<Message>> {
+        (from..=to).map(|i| Shared::new(Message::agent_text(format!("m{i}"), "x"))).collect()
     }
 
-    fn ids(newest: Option<(Vec<Arc<Message>>, usize)>) -> Vec<String> {
+    fn ids(newest: Option<(Vec<Shared<Message>>, usize)>) -> Vec<String> {
         newest.expect("held").0.iter().map(|m| m.message_id.clone()).collect()
     }
 
@@ -239,7 +241,8 @@ mod tests {
 
     #[test]
     fn artifacts_written_after_a_tail_replace_theirs_or_take_the_newest_places() {
-        let held = |from: i64, to: i64| (from..=to).map(|i| (i, Arc::new(artifact(&format!("a{i}"), "old")))).collect();
+        let held =
+            |from: i64, to: i64| (from..=to).map(|i| (i, Shared::new(artifact(&format!("a{i}"), "old")))).collect();
         let tail = PlacedArtifacts { seq: 9, limit: 3, artifacts: held(4, 6), bytes: 30, reads: 0 };
         // One held written again, one new: the new takes the newest place, the oldest goes.
         let next = tail.with(vec![(7, artifact("a7", "new").into()), (5, artifact("a5", "again").into())], 20, 12);

@@ -27,9 +27,8 @@ use crate::{
     CancelRequest, InboxItem, ItemKind, LiveTask, LogPosition, Participant, Receipt, Refusal, RemotePush,
     RemoteStarted, Route, SubTask, SubTaskResult, TaskInput, status_ext_key,
 };
-use a2a_types::{Artifact, Message, Task, TaskState, TaskStatus};
+use a2a_types::{Artifact, Message, Shared, Task, TaskState, TaskStatus};
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult};
@@ -538,8 +537,8 @@ impl TaskWorkflow {
     /// The head with the messages and artifacts the store does not have yet.
     fn live_task(&self) -> Task {
         Task {
-            history: self.log.pending_history.iter().cloned().map(Arc::new).collect(),
-            artifacts: self.log.pending_artifacts.iter().map(|(_, a)| Arc::new(a.clone())).collect(),
+            history: self.log.pending_history.iter().cloned().map(Shared::new).collect(),
+            artifacts: self.log.pending_artifacts.iter().map(|(_, a)| Shared::new(a.clone())).collect(),
             ..self.head.clone()
         }
     }

@@ -308,8 +308,8 @@ async fn answers_on_tails(store: Store) {
     };
     let (one, two) = (shared().await, shared().await);
     assert_eq!((one.history.len(), one.artifacts.len()), (3, 2));
-    assert!(one.history.iter().zip(&two.history).all(|(a, b)| std::sync::Arc::ptr_eq(a, b)), "history copied");
-    assert!(one.artifacts.iter().zip(&two.artifacts).all(|(a, b)| std::sync::Arc::ptr_eq(a, b)), "artifacts copied");
+    assert!(one.history.iter().zip(&two.history).all(|(a, b)| a2a_types::Shared::ptr_eq(a, b)), "history copied");
+    assert!(one.artifacts.iter().zip(&two.artifacts).all(|(a, b)| a2a_types::Shared::ptr_eq(a, b)), "artifacts copied");
     assert_eq!(answer(5).await, newest(texts(&store, t).await, 5), "a wider window than the tail holds");
     assert_eq!(answer(50).await.len(), 8, "a window wider than the history: all of it");
     assert_eq!(answer(2).await, ["say 4", "echo: say 4"]);
@@ -344,7 +344,7 @@ async fn artifacts_on_tails(store: Store) {
         let store = store.clone();
         async move {
             let answer = store.task_with(t, Some(3), crate::Artifacts::Newest(2)).await.unwrap().unwrap().task;
-            answer.artifacts.into_iter().map(std::sync::Arc::unwrap_or_clone).collect::<Vec<_>>()
+            answer.artifacts.into_iter().map(a2a_types::Shared::into_inner).collect::<Vec<_>>()
         }
     };
     let stored = || {

@@ -93,7 +93,7 @@ impl HarnessHandler {
         let own =
             row.and_then(|r| r.task.history.into_iter().rev().find(|m| answered(m).as_deref() == Some(message_id)));
         if let Some(own) = own {
-            status.message = Some(std::sync::Arc::unwrap_or_clone(own));
+            status.message = Some(a2a_types::Shared::into_inner(own));
         }
         Ok(Some(status))
     }
