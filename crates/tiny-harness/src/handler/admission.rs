@@ -435,7 +435,9 @@ impl HarnessHandler {
             tools: s.tool_limits.clone(),
         };
         let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
-        let delivery = tokio::spawn(async move {
+        // Boxed: the delivery's future (the Temporal client's call within) is large, and a
+        // spawned future is moved whole into its task and again when it ends (issue 31).
+        let delivery = tokio::spawn(Box::pin(async move {
             let outcome = temporal.deliver(&store, input, item).await;
             // Counted where its audit row is settled: once per delivered message, whether
             // or not its sender still waits (a retry answered from its receipt is not).
@@ -446,7 +448,7 @@ impl HarnessHandler {
             };
             store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
             outcome
-        });
+        }));
         Pending {
             task_id: target.task_id,
             message,
