@@ -11,11 +11,11 @@
 //! a unit of time (a copy from memory or a cache miss costs more), so a change that this
 //! moves is still checked in `bench`'s CPU figures.
 
-use crate::symbol_order::{message, rpc, wait_ready};
+use crate::symbol_order::{message, rpc, temporal, under_callgrind, wait_ready};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 #[derive(Debug)]
@@ -63,14 +63,7 @@ pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
     }
     let dir = std::env::temp_dir().join(format!("tiny-harness-instructions-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let (server, address) = match std::env::var("TINY_HARNESS_TEST_TEMPORAL") {
-        Ok(address) if !address.is_empty() => (None, address),
-        _ => {
-            let server = crate::shared_dev_server(&dir).await?;
-            let address = server.address.clone();
-            (Some(server), address)
-        }
-    };
+    let (server, address) = temporal(&dir).await?;
     let mut counts = Vec::new();
     for (i, bin) in o.bins.iter().enumerate() {
         let per_message = count(bin, &dir.join(format!("run-{i}")), &address, o.warm, o.messages)
@@ -104,18 +97,8 @@ async fn count(bin: &Path, dir: &Path, address: &str, warm: usize, messages: usi
         ),
     )?;
     let profile = dir.join("callgrind.out");
-    let mut child = Command::new("valgrind")
-        .args(["--tool=callgrind", "--instr-atstart=no"])
-        .arg(format!("--callgrind-out-file={}", profile.display()))
-        .arg(bin)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("harness.log"))?)
-        .spawn()
-        .context("cannot start valgrind")?;
+    let mut child =
+        under_callgrind(bin, "--instr-atstart=no", &profile, &config, &dir.join("data"), &dir.join("harness.log"))?;
     let pid = child.id().to_string();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
     let base = format!("http://127.0.0.1:{port}");

@@ -52,14 +52,7 @@ pub(crate) async fn symbol_order(extra: &[String]) -> Result<()> {
     let bin = std::fs::canonicalize(&bin).with_context(|| format!("no binary at {}", bin.display()))?;
     let dir = std::env::temp_dir().join(format!("tiny-harness-symbol-order-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let (server, address) = match std::env::var("TINY_HARNESS_TEST_TEMPORAL") {
-        Ok(address) if !address.is_empty() => (None, address),
-        _ => {
-            let server = crate::shared_dev_server(&dir).await?;
-            let address = server.address.clone();
-            (Some(server), address)
-        }
-    };
+    let (server, address) = temporal(&dir).await?;
 
     let mut order: Vec<String> = Vec::new();
     let mut seen = HashSet::new();
@@ -104,19 +97,7 @@ async fn profile_phase(bin: &Path, dir: &Path, address: &str, profile: &Path, wi
         ),
     )?;
     let data = dir.join(format!("data-{}", profile.file_stem().and_then(|s| s.to_str()).unwrap_or("x")));
-    let mut child = Command::new("valgrind")
-        .arg("--tool=callgrind")
-        .arg("--demangle=no")
-        .arg(format!("--callgrind-out-file={}", profile.display()))
-        .arg(bin)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(&data)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("harness.log"))?)
-        .spawn()
-        .context("cannot start valgrind")?;
+    let mut child = under_callgrind(bin, "--demangle=no", profile, &config, &data, &dir.join("harness.log"))?;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
     let base = format!("http://127.0.0.1:{port}");
     let result = async {
@@ -134,6 +115,43 @@ async fn profile_phase(bin: &Path, dir: &Path, address: &str, profile: &Path, wi
         );
     }
     Ok(())
+}
+
+/// The Temporal server to run on: `TINY_HARNESS_TEST_TEMPORAL`'s, else a dev server started
+/// in `dir` (returned, to be stopped).
+pub(crate) async fn temporal(dir: &Path) -> Result<(Option<tiny_harness::temporal_dev::EmbeddedTemporal>, String)> {
+    Ok(match std::env::var("TINY_HARNESS_TEST_TEMPORAL") {
+        Ok(address) if !address.is_empty() => (None, address),
+        _ => {
+            let server = crate::shared_dev_server(dir).await?;
+            let address = server.address.clone();
+            (Some(server), address)
+        }
+    })
+}
+
+/// `bin serve` with `config` and `data` under callgrind (with `option`), writing its profile
+/// to `profile` and its log to `log`.
+pub(crate) fn under_callgrind(
+    bin: &Path,
+    option: &str,
+    profile: &Path,
+    config: &Path,
+    data: &Path,
+    log: &Path,
+) -> Result<std::process::Child> {
+    Command::new("valgrind")
+        .args(["--tool=callgrind", option])
+        .arg(format!("--callgrind-out-file={}", profile.display()))
+        .arg(bin)
+        .args(["serve", "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()
+        .context("cannot start valgrind")
 }
 
 pub(crate) async fn wait_ready(http: &reqwest::Client, base: &str) -> Result<()> {
