@@ -10,6 +10,11 @@
 //! between its old and new path, compare in one run of this command. An instruction is not
 //! a unit of time (a copy from memory or a cache miss costs more), so a change that this
 //! moves is still checked in `bench`'s CPU figures.
+//!
+//! `--store URL` counts on that store instead of each run's own SQLite file: a Postgres URL
+//! (a database that may be shared by the runs: each harness has a task queue of its own).
+//! The harness does less of the work on Postgres (its statements run in Postgres's server),
+//! so its count there is lower than on SQLite.
 
 use crate::symbol_order::{message, rpc, temporal, under_callgrind, wait_ready};
 use anyhow::{Context, Result, bail};
@@ -23,11 +28,12 @@ struct Options {
     bins: Vec<PathBuf>,
     warm: usize,
     messages: usize,
+    store: Option<String>,
 }
 
 fn options(extra: &[String]) -> Result<Options> {
-    let usage = "usage: cargo xtask instructions [--bin PATH]... [--warm N] [--messages N]";
-    let mut o = Options { bins: Vec::new(), warm: 60, messages: 100 };
+    let usage = "usage: cargo xtask instructions [--bin PATH]... [--warm N] [--messages N] [--store URL]";
+    let mut o = Options { bins: Vec::new(), warm: 60, messages: 100, store: None };
     let mut args = extra.iter();
     while let Some(flag) = args.next() {
         let value = args.next().with_context(|| format!("{flag} needs a value; {usage}"))?;
@@ -35,6 +41,7 @@ fn options(extra: &[String]) -> Result<Options> {
             "--bin" => o.bins.push(value.into()),
             "--warm" => o.warm = value.parse().with_context(|| format!("--warm {value}: not a count"))?,
             "--messages" => o.messages = value.parse().with_context(|| format!("--messages {value}: not a count"))?,
+            "--store" => o.store = Some(value.clone()),
             _ => bail!("unknown flag {flag}; {usage}"),
         }
     }
@@ -44,7 +51,7 @@ fn options(extra: &[String]) -> Result<Options> {
     Ok(o)
 }
 
-/// `cargo xtask instructions [--bin PATH]... [--warm N] [--messages N]`: without `--bin`,
+/// `cargo xtask instructions [--bin PATH]... [--warm N] [--messages N] [--store URL]`: without `--bin`,
 /// builds and counts `target/release/tiny-harness`.
 pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
     let mut o = options(extra)?;
@@ -66,7 +73,7 @@ pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
     let (server, address) = temporal(&dir).await?;
     let mut counts = Vec::new();
     for (i, bin) in o.bins.iter().enumerate() {
-        let per_message = count(bin, &dir.join(format!("run-{i}")), &address, o.warm, o.messages)
+        let per_message = count(bin, &dir.join(format!("run-{i}")), &address, &o)
             .await
             .with_context(|| format!("counting {}", bin.display()))?;
         counts.push(per_message);
@@ -85,14 +92,17 @@ pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
 
 /// The instructions per message of one binary: every thread's, summed over the dump that
 /// ends the counted messages.
-async fn count(bin: &Path, dir: &Path, address: &str, warm: usize, messages: usize) -> Result<f64> {
+async fn count(bin: &Path, dir: &Path, address: &str, o: &Options) -> Result<f64> {
+    let (warm, messages) = (o.warm, o.messages);
+    // A TOML string: the URL as JSON writes it (the same escapes).
+    let store = o.store.as_ref().map(|url| format!("[store]\nurl = {}\n", json!(url))).unwrap_or_default();
     std::fs::create_dir_all(dir)?;
     let port = tiny_harness::temporal_dev::free_port();
     let config = dir.join("harness.toml");
     std::fs::write(
         &config,
         format!(
-            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{address}\"\ntask_queue = \"instructions-{}-{port}\"\n[agent]\nlifecycle = \"conversation\"\n",
+            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{address}\"\ntask_queue = \"instructions-{}-{port}\"\n[agent]\nlifecycle = \"conversation\"\n{store}",
             std::process::id()
         ),
     )?;
@@ -159,7 +169,9 @@ mod tests {
         assert_eq!(total_instructions("events: Ir\n"), None);
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let o = options(&args(&["--bin", "a", "--bin", "b", "--messages", "7"])).unwrap();
-        assert_eq!((o.bins.len(), o.warm, o.messages), (2, 60, 7));
+        assert_eq!((o.bins.len(), o.warm, o.messages, o.store), (2, 60, 7, None));
+        let o = options(&args(&["--store", "postgres://u@h/db"])).unwrap();
+        assert_eq!(o.store.as_deref(), Some("postgres://u@h/db"));
         assert!(options(&args(&["--messages", "0"])).is_err());
         assert!(options(&args(&["--warm"])).unwrap_err().to_string().contains("--warm needs a value"));
         assert!(options(&args(&["--nope", "1"])).unwrap_err().to_string().contains("unknown flag --nope"));
