@@ -16,7 +16,7 @@
 //! The harness does less of the work on Postgres (its statements run in Postgres's server),
 //! so its count there is lower than on SQLite.
 
-use crate::symbol_order::{message, rpc, temporal, under_callgrind, wait_ready};
+use crate::symbol_order::{harness_config, message, release_harness, rpc, temporal, under_callgrind, wait_ready};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -61,12 +61,7 @@ pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
         }
     }
     if o.bins.is_empty() {
-        crate::run({
-            let mut c = crate::cargo();
-            c.args(["build", "--release", "-p", "harness-cli", "--bin", "tiny-harness"]);
-            c
-        })?;
-        o.bins.push(crate::root().join("target/release/tiny-harness"));
+        o.bins.push(release_harness()?);
     }
     let dir = std::env::temp_dir().join(format!("tiny-harness-instructions-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -97,15 +92,8 @@ async fn count(bin: &Path, dir: &Path, address: &str, o: &Options) -> Result<f64
     // A TOML string: the URL as JSON writes it (the same escapes).
     let store = o.store.as_ref().map(|url| format!("[store]\nurl = {}\n", json!(url))).unwrap_or_default();
     std::fs::create_dir_all(dir)?;
-    let port = tiny_harness::temporal_dev::free_port();
-    let config = dir.join("harness.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{address}\"\ntask_queue = \"instructions-{}-{port}\"\n[agent]\nlifecycle = \"conversation\"\n{store}",
-            std::process::id()
-        ),
-    )?;
+    let (port, config) =
+        harness_config(dir, address, "instructions", &format!("[agent]\nlifecycle = \"conversation\"\n{store}"))?;
     let profile = dir.join("callgrind.out");
     let mut child =
         under_callgrind(bin, "--instr-atstart=no", &profile, &config, &dir.join("data"), &dir.join("harness.log"))?;

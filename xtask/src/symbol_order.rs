@@ -37,14 +37,7 @@ pub(crate) async fn symbol_order(extra: &[String]) -> Result<()> {
         bail!("`cargo xtask symbol-order` runs the harness under valgrind: install it (apt-get install valgrind)");
     }
     let bin = match extra {
-        [] => {
-            run({
-                let mut c = cargo();
-                c.args(["build", "--release", "-p", "harness-cli", "--bin", "tiny-harness"]);
-                c
-            })?;
-            root().join("target/release/tiny-harness")
-        }
+        [] => release_harness()?,
         [flag, path] if flag == "--bin" => path.into(),
         _ => bail!("usage: cargo xtask symbol-order [--bin PATH]"),
     };
@@ -87,15 +80,7 @@ pub(crate) async fn symbol_order(extra: &[String]) -> Result<()> {
 /// Runs the binary under callgrind through one workload and stops it with SIGINT, so that
 /// callgrind writes its profile.
 async fn profile_phase(bin: &Path, dir: &Path, address: &str, profile: &Path, wide: bool) -> Result<()> {
-    let port = tiny_harness::temporal_dev::free_port();
-    let config = dir.join("harness.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{address}\"\ntask_queue = \"symbol-order-{}\"\n",
-            std::process::id()
-        ),
-    )?;
+    let (port, config) = harness_config(dir, address, "symbol-order", "")?;
     let data = dir.join(format!("data-{}", profile.file_stem().and_then(|s| s.to_str()).unwrap_or("x")));
     let mut child = under_callgrind(bin, "--demangle=no", profile, &config, &data, &dir.join("harness.log"))?;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
@@ -115,6 +100,32 @@ async fn profile_phase(bin: &Path, dir: &Path, address: &str, profile: &Path, wi
         );
     }
     Ok(())
+}
+
+/// Builds the release harness (as `bench` and a deployment build it); its path.
+pub(crate) fn release_harness() -> Result<std::path::PathBuf> {
+    run({
+        let mut c = cargo();
+        c.args(["build", "--release", "-p", "harness-cli", "--bin", "tiny-harness"]);
+        c
+    })?;
+    Ok(root().join("target/release/tiny-harness"))
+}
+
+/// Writes `dir/harness.toml` for a harness on a free port, on the Temporal server at
+/// `address`, with a task queue of its own named after `name`, and `extra` (TOML sections)
+/// after: the port and the file.
+pub(crate) fn harness_config(dir: &Path, address: &str, name: &str, extra: &str) -> Result<(u16, std::path::PathBuf)> {
+    let port = tiny_harness::temporal_dev::free_port();
+    let config = dir.join("harness.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{address}\"\ntask_queue = \"{name}-{}-{port}\"\n{extra}",
+            std::process::id()
+        ),
+    )?;
+    Ok((port, config))
 }
 
 /// The Temporal server to run on: `TINY_HARNESS_TEST_TEMPORAL`'s, else a dev server started
