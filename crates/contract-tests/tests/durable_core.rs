@@ -395,7 +395,14 @@ async fn each_refusal_of_the_inbox_validator_crosses_temporal_typed() {
     let refusal_of = |item: InboxItem| {
         let handle = &handle;
         async move {
-            match handle.execute_update(TaskWorkflow::inbox, item, WorkflowExecuteUpdateOptions::default()).await {
+            match handle
+                .execute_update(
+                    TaskWorkflow::inbox,
+                    harness_workflow::Json(item),
+                    WorkflowExecuteUpdateOptions::default(),
+                )
+                .await
+            {
                 Err(WorkflowUpdateError::Failed(failure)) => {
                     let cause = failure.cause.as_deref().expect("the typed failure is the cause");
                     let Some(temporalio_common::protos::temporal::api::failure::v1::failure::FailureInfo::ApplicationFailureInfo(info)) =

@@ -3,11 +3,12 @@
 //! activity type the worker registers; harness-agent checks at compile time that its
 //! implementation takes and returns the same types (`harness_agent::activities`).
 //!
-//! Names are pinned: a rename breaks recorded histories.
+//! Names are pinned: a rename breaks recorded histories. The payloads of every message
+//! (the model call's and the appends') are [`Json`]: the same JSON, parsed in one pass.
 
 use crate::{
-    CommandContext, CommandReply, EmitInput, ModelReply, ModelTurn, Observation, RemoteCancel, RemoteLook, RemoteSend,
-    RemoteStarted, ToolInvocation, ToolResult,
+    CommandContext, CommandReply, EmitInput, Json, ModelReply, ModelTurn, Observation, RemoteCancel, RemoteLook,
+    RemoteSend, RemoteStarted, ToolInvocation, ToolResult,
 };
 use temporalio_common::ActivityDefinition;
 
@@ -29,11 +30,11 @@ macro_rules! activity {
 
 activity!(
     /// Appends an event to the task's log and wakes its readers (D1); answers its seq.
-    EmitEvent = "emit_event", EmitInput => i64
+    EmitEvent = "emit_event", Json<EmitInput> => i64
 );
 activity!(
     /// Runs one model turn, streaming its output into the log as it is produced (D6, S12).
-    CallModel = "call_model", ModelTurn => ModelReply
+    CallModel = "call_model", Json<ModelTurn> => Json<ModelReply>
 );
 activity!(
     /// Runs a slash command (S9).

@@ -11,10 +11,12 @@
 pub mod a2ui;
 pub mod activity;
 mod join;
+mod payload;
 mod refusal;
 mod types;
 mod workflow;
 
+pub use payload::Json;
 pub use refusal::{REFUSAL_FAILURE_TYPE, Refusal, RefusalError, RefusalKind, terminal_refusal};
 pub use types::*;
 pub use workflow::{TaskWorkflow, sub_task_ext_key};

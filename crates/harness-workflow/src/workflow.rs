@@ -24,7 +24,7 @@ pub use delegate::sub_task_ext_key;
 pub(crate) use emit::set_head_status;
 
 use crate::{
-    CancelRequest, InboxItem, ItemKind, LiveTask, LogPosition, Participant, Receipt, Refusal, RemotePush,
+    CancelRequest, InboxItem, ItemKind, Json, LiveTask, LogPosition, Participant, Receipt, Refusal, RemotePush,
     RemoteStarted, Route, SubTask, SubTaskResult, TaskInput, status_ext_key,
 };
 use a2a_types::{Artifact, Message, Shared, Task, TaskState, TaskStatus};
@@ -298,7 +298,7 @@ impl TaskWorkflow {
     pub fn validate_inbox(
         &self,
         _ctx: &WorkflowContextView,
-        item: &InboxItem,
+        item: &Json<InboxItem>,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         if self.accepted.ids.contains_key(&item.message.message_id) {
             // A retry of an accepted message: answered with its first receipt (S5).
@@ -342,29 +342,30 @@ impl TaskWorkflow {
     /// message accepted before (same `messageId`) gets its first receipt again and is not
     /// queued twice.
     #[update(name = "inbox")]
-    pub fn inbox(&mut self, _ctx: &mut SyncWorkflowContext<Self>, item: InboxItem) -> Receipt {
+    pub fn inbox(&mut self, _ctx: &mut SyncWorkflowContext<Self>, item: Json<InboxItem>) -> Json<Receipt> {
+        let item = item.into_inner();
         self.run.updates += 1;
         self.run.bytes += turn::update_bytes(&item);
         if let Some(&cursor) = self.accepted.ids.get(&item.message.message_id) {
             let opened = cursor == 0 && self.log.last_seq == 0;
-            return Receipt {
+            return Json(Receipt {
                 accepted: true,
                 cursor,
                 state: self.head.status.state,
                 task: opened.then(|| self.live_task()),
                 duplicate: true,
-            };
+            });
         }
         let cursor = self.log.last_seq;
         self.take(item);
         let opened = self.log.last_seq == 0 && self.history_len() == 1;
-        Receipt {
+        Json(Receipt {
             accepted: true,
             cursor,
             state: self.head.status.state,
             task: opened.then(|| self.live_task()),
             duplicate: false,
-        }
+        })
     }
 
     /// Requests cancellation (S6); a terminal task ignores it.

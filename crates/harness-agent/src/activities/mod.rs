@@ -16,6 +16,7 @@ use crate::{
     RemoteStarted, ToolInvocation, ToolResult,
 };
 use harness_store::Store;
+use harness_workflow::Json;
 use std::sync::Arc;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -111,7 +112,11 @@ impl Activities {
 impl Activities {
     /// Appends an event to the task's log and wakes its readers (D1).
     #[activity(name = "emit_event")]
-    pub async fn emit_event(self: Arc<Self>, _ctx: ActivityContext, input: EmitInput) -> Result<i64, ActivityError> {
+    pub async fn emit_event(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        Json(input): Json<EmitInput>,
+    ) -> Result<i64, ActivityError> {
         let seq = emit_event::run(&self.store, self.pusher.as_ref(), input).await?;
         if !self.emit_delay.is_zero() {
             tokio::time::sleep(self.emit_delay).await;
@@ -124,14 +129,14 @@ impl Activities {
     pub async fn call_model(
         self: Arc<Self>,
         ctx: ActivityContext,
-        input: ModelTurn,
-    ) -> Result<ModelReply, ActivityError> {
+        Json(input): Json<ModelTurn>,
+    ) -> Result<Json<ModelReply>, ActivityError> {
         let (began, model) = (std::time::Instant::now(), input.model.clone());
         let content = self.record_content.then_some(&*self.redactor);
         let reply =
             call_model::run(&self.store, self.pusher.as_ref(), &self.models, &self.tools, content, &ctx, input).await;
         crate::metrics::model_call(&model, began, &reply);
-        reply
+        reply.map(Json)
     }
 
     /// Runs one tool call the model asked for (issue 29).

@@ -4,7 +4,7 @@
 
 use super::{Held, TaskWorkflow};
 use crate::activity;
-use crate::{EmitInput, InboxItem, status_ext_key};
+use crate::{EmitInput, InboxItem, Json, status_ext_key};
 use a2a_types::{Message, StreamResponse, Struct, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
 use std::time::Duration;
 use temporalio_sdk::{ActivityExecutionError, LocalActivityOptions, WorkflowContext, WorkflowResult};
@@ -199,7 +199,7 @@ async fn append(
     let seq = ctx
         .execute_local_activity(
             activity::EmitEvent,
-            input,
+            Json(input),
             LocalActivityOptions::builder()
                 .start_to_close_timeout(Duration::from_secs(30))
                 .retry_policy(

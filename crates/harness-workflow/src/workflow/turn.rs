@@ -5,7 +5,7 @@ use super::builtin::{self, Cut};
 use super::emit::{emit, failure_text, set_status, timestamp};
 use super::{Flow, TaskWorkflow};
 use crate::activity;
-use crate::{AWAITING_NEXT_MESSAGE, Carried, InboxItem, Lifecycle, ModelReply, ModelTurn, TaskInput};
+use crate::{AWAITING_NEXT_MESSAGE, Carried, InboxItem, Json, Lifecycle, ModelReply, ModelTurn, TaskInput};
 use a2a_types::{Artifact, Message, StreamResponse, TaskState};
 use std::time::Duration;
 use temporalio_sdk::{
@@ -427,25 +427,34 @@ async fn call_model(
         let planned = model_turn.end.is_some();
         let call = ctx.execute_local_activity(
             activity::CallModel,
-            model_turn,
+            Json(model_turn),
             LocalActivityOptions::builder().start_to_close_timeout(Duration::from_secs(60)).build(),
         );
         // A call that may store the turn's end is not cut, and nothing else is appended while
         // it runs (it is instant): what it stored is known before the task goes on.
         if planned {
-            return Ok(Ok(call.await));
+            return Ok(unwrapped(Ok(call.await)));
         }
-        during_turn(ctx, call).await
+        Ok(unwrapped(during_turn(ctx, call).await?))
     } else {
         let call = ctx.execute_activity(
             activity::CallModel,
-            model_turn,
+            Json(model_turn),
             ActivityOptions::with_start_to_close_timeout(Duration::from_secs(600))
                 .heartbeat_timeout(Duration::from_secs(10))
                 .retry_policy(temporalio_common::RetryPolicy::builder().maximum_attempts(3).build())
                 .build(),
         );
-        during_turn(ctx, call).await
+        Ok(unwrapped(during_turn(ctx, call).await?))
+    }
+}
+
+/// The model call's outcome with its reply out of the payload's wrapper.
+fn unwrapped<E>(outcome: Result<Result<Json<ModelReply>, E>, Cut>) -> Result<Result<ModelReply, E>, Cut> {
+    match outcome {
+        Ok(Ok(Json(reply))) => Ok(Ok(reply)),
+        Ok(Err(e)) => Ok(Err(e)),
+        Err(cut) => Err(cut),
     }
 }
 

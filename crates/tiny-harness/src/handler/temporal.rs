@@ -7,7 +7,9 @@
 
 use a2a_types::{A2AError, ErrorKind};
 use harness_store::Store;
-use harness_workflow::{CancelRequest, InboxItem, Receipt, Refusal, RefusalKind, RemotePush, TaskInput, TaskWorkflow};
+use harness_workflow::{
+    CancelRequest, InboxItem, Json, Receipt, Refusal, RefusalKind, RemotePush, TaskInput, TaskWorkflow,
+};
 use std::future::Future;
 use std::time::Duration;
 use temporalio_client::errors::{WorkflowUpdateError, WorkflowUpdateWithStartError};
@@ -136,6 +138,7 @@ impl TaskClient {
         // A workflow whose task is being retried refuses the update before admitting it: it is
         // sent again until it is admitted or the request timeout ends (the chaos test of
         // three instances found clients told INTERNAL meanwhile).
+        let item = Json(item);
         let delivery = async {
             let mut pause = Duration::from_millis(100);
             loop {
@@ -161,7 +164,7 @@ impl TaskClient {
             return Err(message_unanswered(self.timeout, &self.task_queue, self.pollers().await));
         };
         match answered {
-            Ok(receipt) => Ok(receipt),
+            Ok(receipt) => Ok(receipt.into_inner()),
             Err(e) => Err(self.update_error(store, &task_id, e).await),
         }
     }
