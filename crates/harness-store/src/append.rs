@@ -9,7 +9,7 @@
 use crate::conn::{Arg, Conn};
 use crate::history::Changes;
 use crate::reads::TaskHead;
-use crate::sql::TERMINAL_STATES;
+use crate::sql::{OPEN_STATE, TERMINAL_STATES};
 use crate::{Store, StoreError, now};
 use a2a_types::{Artifact, Message, StreamResponse, Task, TaskState};
 use std::sync::LazyLock;
@@ -109,21 +109,29 @@ macro_rules! pushes {
 }
 
 /// Takes the next seq of an open task (the fence: nothing is appended after a terminal
-/// state) whose log lacks the key $9, setting first what `$set` sets.
+/// state, [`OPEN_STATE`]) whose log lacks the key $9, setting first what `$set` sets.
 macro_rules! fast_update {
     ($($set:literal)?) => {
         concat!(
-            update_row!($($set,)? "last_seq = last_seq + 1 WHERE task_id = $1 AND state NOT IN ({}) "),
-            "AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $9) RETURNING last_seq, ",
-            pushes!()
+            update_row!($($set,)? "last_seq = last_seq + 1 WHERE task_id = $1 AND {} "),
+            "AND NOT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND event_key = $9)"
         )
     };
 }
-static FAST_UPDATE: LazyLock<String> = LazyLock::new(|| format!(fast_update!(), *TERMINAL_STATES));
+/// [`fast_update`] on SQLite, which returns nothing: SQLite runs a RETURNING statement into
+/// a temporary b-tree, built for each run (issue 31). Whether it took the seq is its count
+/// of changed rows, and [`SEQ_AND_PUSHES`] reads what it would have returned.
+static FAST_UPDATE: LazyLock<String> = LazyLock::new(|| format!(fast_update!(), *OPEN_STATE));
+/// What [`FAST_UPDATE`] set (the task $1's seq) and how many push configs the task has.
+const SEQ_AND_PUSHES: &str = concat!("SELECT last_seq, ", pushes!(), " FROM tasks WHERE task_id = $1");
 /// [`FAST_UPDATE`] on Postgres, which also counts $11 more of the task's senders' messages
-/// (ones this transaction wrote before, [`append`]).
-static FAST_UPDATE_PG: LazyLock<String> =
-    LazyLock::new(|| format!(fast_update!("user_messages = user_messages + $11, "), *TERMINAL_STATES));
+/// (ones this transaction wrote before, [`append`]) and returns its seq and push configs.
+static FAST_UPDATE_PG: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        concat!(fast_update!("user_messages = user_messages + $11, "), " RETURNING last_seq, ", pushes!()),
+        *OPEN_STATE
+    )
+});
 /// [`FAST_UPDATE_PG`] and the event's row in one statement, on Postgres (one round trip
 /// instead of two, issue 31): the row takes the seq the update returned, its body is $10
 /// and its time the update's ($3). SQLite has no data-modifying CTE: it runs the two.
@@ -174,13 +182,13 @@ static CHUNKS_APPEND_PG: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH k AS (SELECT v->>0 AS event_key, v->>1 AS body, v->>2 AS created_at, ord \
          FROM json_array_elements($4::json) WITH ORDINALITY AS a(v, ord)), \
-         t AS (UPDATE tasks SET updated_at = $2, last_seq = last_seq + $3 WHERE task_id = $1 AND state NOT IN ({}) \
+         t AS (UPDATE tasks SET updated_at = $2, last_seq = last_seq + $3 WHERE task_id = $1 AND {} \
          AND NOT EXISTS (SELECT 1 FROM events e JOIN k ON e.event_key = k.event_key WHERE e.task_id = $1) \
          RETURNING last_seq), \
          e AS (INSERT INTO events (task_id, seq, event_key, body, created_at) \
          SELECT $1, t.last_seq - $3 + k.ord, k.event_key, k.body, k.created_at FROM t, k) \
          SELECT last_seq - $3 + 1 FROM t",
-        *TERMINAL_STATES
+        *OPEN_STATE
     )
 });
 /// Sets the seq $9.
@@ -372,7 +380,8 @@ async fn append(
             // count the history again from its rows (a cut).
             None => count_users(conn, &task_id, counting).await?,
         }
-    } else if let Some(row) = conn.fetch_optional(FAST_UPDATE.as_str(), &at.update_row(key.as_str().into())).await? {
+    } else if conn.execute(FAST_UPDATE.as_str(), &at.update_row(key.as_str().into())).await? == 1 {
+        let row = conn.fetch_one(SEQ_AND_PUSHES, args![task_id.as_str()]).await?;
         let (seq, configs) = (row.int(0)?, row.int(1)?);
         at.insert_event(conn, seq).await?;
         return Ok((fields.write_rest(conn, &task_id, seq, configs, false).await?, false));
