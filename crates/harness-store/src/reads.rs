@@ -105,6 +105,12 @@ fn items<T: serde::de::DeserializeOwned>(joined: Option<&str>) -> Result<Vec<T>,
     }
 }
 
+/// Items read with their places, ordered by place.
+fn in_place_order<T>(mut placed: Vec<(i64, T)>) -> Vec<(i64, T)> {
+    placed.sort_unstable_by_key(|(place, _)| *place);
+    placed
+}
+
 impl Store {
     /// Events of a task with `seq > after`, in order, at most `limit`.
     pub async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<LoggedEvent>, StoreError> {
@@ -247,8 +253,9 @@ impl Store {
         artifacts_after: Option<i64>,
     ) -> Result<Option<ReadRow>, StoreError> {
         // One statement (issue 31): the row, with its newest history and artifacts written
-        // into it as JSON arrays' items by the database (an artifact as `[place, artifact]`),
-        // each read through an index from the newest (`task_artifacts_by_place`) or from a
+        // into it as JSON arrays' items by the database (each as `[place, item]`, in no
+        // order: an aggregate with an ORDER BY costs SQLite a temporary b-tree on every run,
+        // and the places order them here), each read through an index from the newest (`task_artifacts_by_place`) or from a
         // seq (`task_artifacts_by_seq`), so the cost is what is read; and the first and last
         // index of the messages read, and the count of the log's cuts, which say whether a
         // tail kept from before still holds (tails.rs). $3 is the artifacts' limit, or the
@@ -256,10 +263,9 @@ impl Store {
         fn row(artifacts: &str) -> String {
             format!(
                 "SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \
-                 (SELECT string_agg(h.message, ',' ORDER BY h.idx) FROM (SELECT idx, message FROM task_history \
-                   WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history, \
-                 (SELECT string_agg('[' || a.idx || ',' || a.body || ']', ',' ORDER BY a.idx) FROM {artifacts} a) \
-                   AS artifacts, \
+                 (SELECT string_agg('[' || h.idx || ',' || h.message || ']', ',') FROM (SELECT idx, message \
+                   FROM task_history WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history, \
+                 (SELECT string_agg('[' || a.idx || ',' || a.body || ']', ',') FROM {artifacts} a) AS artifacts, \
                  t.rewrites, \
                  (SELECT MIN(h.idx) FROM (SELECT idx FROM task_history \
                    WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history_from, \
@@ -294,11 +300,11 @@ impl Store {
         }
         task.status.state = state;
         let history = r.opt_text(6)?;
-        task.history = items(history.as_deref())?;
+        task.history = in_place_order(items(history.as_deref())?).into_iter().map(|(_, m)| m).collect();
         let artifacts = r.opt_text(7)?;
         Ok(Some(ReadRow {
             history_bytes: history.map_or(0, |h| h.len()),
-            placed: items(artifacts.as_deref())?,
+            placed: in_place_order(items(artifacts.as_deref())?),
             artifacts_bytes: artifacts.map_or(0, |a| a.len()),
             row: TaskRow {
                 task,
