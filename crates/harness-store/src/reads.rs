@@ -255,11 +255,11 @@ impl Store {
         // One statement (issue 31): the row, with its newest history and artifacts written
         // into it as JSON arrays' items by the database (each as `[place, item]`, in no
         // order: an aggregate with an ORDER BY costs SQLite a temporary b-tree on every run,
-        // and the places order them here), each read through an index from the newest (`task_artifacts_by_place`) or from a
-        // seq (`task_artifacts_by_seq`), so the cost is what is read; and the first and last
-        // index of the messages read, and the count of the log's cuts, which say whether a
-        // tail kept from before still holds (tails.rs). $3 is the artifacts' limit, or the
-        // seq they were written after.
+        // and the places order them here), each read through an index from the newest
+        // (`task_artifacts_by_place`) or from a seq (`task_artifacts_by_seq`), so the cost is
+        // what is read; and the first and last index of the messages read, and the count of
+        // the log's cuts, which say whether a tail kept from before still holds (tails.rs).
+        // $3 is the artifacts' limit, or the seq they were written after.
         fn row(artifacts: &str) -> String {
             format!(
                 "SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \

@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex};
 
 /// The most messages one tail holds: an answer asking for more reads them all.
 pub(crate) const MOST_MESSAGES: i64 = 256;
-/// What all tails hold at most, counted as the messages' JSON: the oldest-placed are let go.
+/// What all tails hold at most, counted as the messages' JSON as read (with each one's place):
+/// the oldest-placed are let go.
 /// (A held message is parsed, and keeps its JSON once an answer wrote it (`Shared`): what the
 /// tails take in memory is a few times this count.)
 const MOST_BYTES: usize = 8 << 20;
