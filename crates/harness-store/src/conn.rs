@@ -12,7 +12,7 @@
 
 use crate::StoreError;
 use rusqlite::types::Value;
-use sqlx::{AnyConnection, Row as _};
+use sqlx::{AnyConnection, Connection as _, Row as _};
 use std::borrow::Cow;
 
 /// What every SQLite connection of the store runs first, sqlx's and the store's own.
@@ -260,6 +260,111 @@ impl SqliteReads {
             idle.push(conn);
         }
         Ok(rows?.into_iter().map(Row::Sqlite).collect())
+    }
+}
+
+/// Postgres connections for the statements of a message (its reads and its writes), handed
+/// out without the round trips sqlx's pool makes around each use (issue 31).
+///
+/// sqlx 0.8's pool checks a connection when it hands it out and again when it takes it back
+/// (a Sync and its ReadyForQuery, each a round trip to the server): two hidden round trips
+/// per use, about twelve per message beside its ten statements. Here a connection used
+/// within the last [`PgConns::FRESH`] is handed out as it is, and one idle for longer is
+/// checked first. A connection whose use failed, or was dropped half-way (a caller that
+/// went away mid-statement), is closed, never handed out again. A read that finds its
+/// connection dead (the server restarted or dropped it since its last use) runs again on a
+/// new one, and so does a transaction whose BEGIN did (nothing of either has run). A write
+/// of one statement does not, since it may have run: its caller gets the error.
+pub(crate) struct PgConns {
+    url: String,
+    permits: tokio::sync::Semaphore,
+    idle: std::sync::Mutex<Vec<(AnyConnection, std::time::Instant)>>,
+}
+
+/// A connection taken from [`PgConns`]: back to it by [`PgConn::done`], closed if dropped.
+pub(crate) struct PgConn<'p> {
+    pub(crate) conn: AnyConnection,
+    home: &'p PgConns,
+    _permit: tokio::sync::SemaphorePermit<'p>,
+}
+
+impl PgConns {
+    /// How many connections it holds at most (beside sqlx's pool for the other reads).
+    pub(crate) const MAX: usize = 12;
+    /// A connection idle for longer than this is checked before it is used.
+    const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+    /// How long a caller waits for a connection when all are in use (sqlx's pool's wait).
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    pub(crate) fn new(url: &str) -> Self {
+        Self { url: url.to_string(), permits: tokio::sync::Semaphore::new(Self::MAX), idle: Default::default() }
+    }
+
+    /// A connection: the one used last, checked first when idle for a while, else a new one.
+    pub(crate) async fn take(&self) -> Result<PgConn<'_>, StoreError> {
+        let permit = tokio::time::timeout(Self::WAIT, self.permits.acquire())
+            .await
+            .map_err(|_| StoreError::Sql(sqlx::Error::PoolTimedOut))?
+            .map_err(|_| StoreError::Sql(sqlx::Error::PoolClosed))?;
+        loop {
+            let idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+            let Some((mut conn, since)) = idle else {
+                let conn = AnyConnection::connect(&self.url).await?;
+                return Ok(PgConn { conn, home: self, _permit: permit });
+            };
+            if since.elapsed() < Self::FRESH || conn.ping().await.is_ok() {
+                return Ok(PgConn { conn, home: self, _permit: permit });
+            }
+        }
+    }
+
+    /// Closes the idle connections: one was found dead, and what ended it (a restart of the
+    /// server, a failover) ended the others too.
+    pub(crate) fn forget_idle(&self) {
+        self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    }
+
+    /// How many connections wait for their next use.
+    #[cfg(test)]
+    pub(crate) fn idle(&self) -> usize {
+        self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
+    /// The rows of a read; on a connection found dead, once more on a new one.
+    pub(crate) async fn rows(&self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, StoreError> {
+        let mut again = true;
+        loop {
+            let mut taken = self.take().await?;
+            match any_query(sql, args).fetch_all(&mut taken.conn).await {
+                Ok(rows) => {
+                    taken.done();
+                    return Ok(rows.into_iter().map(Row::Any).collect());
+                }
+                Err(e) if again && is_dead(&e) => {
+                    again = false;
+                    self.forget_idle();
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl PgConn<'_> {
+    /// Back to the connections, for the next caller.
+    pub(crate) fn done(self) {
+        let mut idle = self.home.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        idle.push((self.conn, std::time::Instant::now()));
+    }
+}
+
+/// Whether `e` says the connection is gone (not that the statement was refused): it broke,
+/// or the server ended it (admin shutdown, crash shutdown, or it cannot take connections).
+pub(crate) fn is_dead(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(d) => matches!(d.code().as_deref(), Some("57P01" | "57P02" | "57P03")),
+        _ => false,
     }
 }
 

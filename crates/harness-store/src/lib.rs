@@ -95,11 +95,13 @@ pub enum StoreError {
 #[derive(Clone)]
 pub struct Store {
     writes: Writes,
-    /// Reads: a pool of its own on SQLite (WAL lets it read beside the writer), the one
-    /// pool on Postgres.
+    /// Reads: a pool of its own on SQLite (WAL lets it read beside the writer); on Postgres
+    /// the reads off a message's path.
     reads: AnyPool,
     /// On SQLite, the reads of a message's path, run on the caller's thread (conn.rs).
     sqlite_reads: Option<std::sync::Arc<conn::SqliteReads>>,
+    /// On Postgres, the connections of a message's reads and of every write (conn.rs).
+    pg: Option<std::sync::Arc<conn::PgConns>>,
     notifier: Notifier,
     kind: Backend,
     /// On Postgres, this store's name in its announcements to other processes (listen.rs).
@@ -144,7 +146,7 @@ impl Store {
                 },
             )
         };
-        let (writes, reads, sqlite_reads) = match kind {
+        let (writes, reads, sqlite_reads, pg) = match kind {
             Backend::Sqlite => {
                 let path = sqlx::sqlite::SqliteConnectOptions::from_str(&url)?.get_filename().to_path_buf();
                 // The writer's connection opens first: it creates the file (when the URL's mode
@@ -152,12 +154,15 @@ impl Store {
                 let conn = conn::open_sqlite(&path, url.contains("mode=rwc"), "PRAGMA journal_mode = WAL;", 128)?;
                 let reads = options(4).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&reads).await?;
-                (Writes::batched(conn)?, reads, Some(std::sync::Arc::new(conn::SqliteReads::new(path))))
+                (Writes::batched(conn)?, reads, Some(std::sync::Arc::new(conn::SqliteReads::new(path))), None)
             }
             Backend::Postgres => {
-                let pool = options(16).connect(&url).await?;
+                // sqlx's pool serves the reads off a message's path; a message's own reads and
+                // every write take the store's connections (conn.rs, `PgConns`): 16 at most.
+                let pool = options(4).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&pool).await?;
-                (Writes::Pool(pool.clone()), pool, None)
+                let pg = std::sync::Arc::new(conn::PgConns::new(&url));
+                (Writes::Pg(pg.clone()), pool, None, Some(pg))
             }
         };
         let notifier = Notifier::default();
@@ -165,7 +170,7 @@ impl Store {
         if let Some(origin) = &origin {
             listen::spawn_listener(url.clone(), origin.clone(), notifier.clone());
         }
-        let store = Self { writes, reads, sqlite_reads, notifier, kind, origin, tails: Default::default() };
+        let store = Self { writes, reads, sqlite_reads, pg, notifier, kind, origin, tails: Default::default() };
         store.run_chores().await?;
         Ok(store)
     }
@@ -202,13 +207,12 @@ impl Store {
     }
 
     /// The rows of one of a message's reads: on SQLite on this thread (conn.rs), on
-    /// Postgres from the pool.
+    /// Postgres on the store's own connections (conn.rs, `PgConns`).
     pub(crate) async fn read_rows(&self, sql: &str, args: &[conn::Arg<'_>]) -> Result<Vec<conn::Row>, StoreError> {
-        match &self.sqlite_reads {
-            Some(reads) => reads.rows(sql, args),
-            None => {
-                Ok(conn::any_query(sql, args).fetch_all(self.reads()).await?.into_iter().map(conn::Row::Any).collect())
-            }
+        match (&self.sqlite_reads, &self.pg) {
+            (Some(reads), _) => reads.rows(sql, args),
+            (None, Some(pg)) => pg.rows(sql, args).await,
+            (None, None) => Err(StoreError::Column("the store has no connections for its reads".into())),
         }
     }
 }
@@ -250,6 +254,50 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let reads = futures::future::join_all((0..8).map(|_| store.task_head("t"))).await;
         assert!(reads.iter().all(|r| matches!(r, Ok(Some(_)))), "every read after the drop works: {reads:?}");
+        store.append(&new("t", "wf-2", status("t", TaskState::Working))).await.unwrap();
+        assert_eq!(store.task_head("t").await.unwrap().unwrap().state, TaskState::Working);
+    }
+
+    /// Right after the server dropped the store's connections (no time for them to go idle
+    /// long enough to be checked), a message's reads and a transaction still work: a read or
+    /// a BEGIN that finds its connection dead runs again on a new one, and the other idle
+    /// connections are closed with it (conn.rs, `PgConns`).
+    #[tokio::test]
+    async fn right_after_postgres_drops_the_stores_connections_a_messages_reads_and_writes_work() {
+        let url = crate::testing::fresh_postgres_database().await.unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        store.append(&opened("t", "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
+        let reads = futures::future::join_all((0..8).map(|_| store.task_head("t"))).await;
+        assert!(reads.iter().all(|r| matches!(r, Ok(Some(_)))), "{reads:?}");
+        let idle = store.pg.as_ref().map(|pg| pg.idle()).unwrap_or_default();
+        assert!(idle >= 2, "several connections wait for their next use ({idle})");
+
+        let mut admin = sqlx::AnyConnection::connect(&url).await.unwrap();
+        let pids: Vec<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        assert!(pids.len() >= 2, "the store's connections are there to drop ({pids:?})");
+        let pids = pids.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
+        sqlx::query(&format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ({pids})"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        // Until those backends are gone: no wait beyond that.
+        let mut left = 1;
+        for _ in 0..500 {
+            let count = format!("SELECT COUNT(*) FROM pg_stat_activity WHERE pid IN ({pids})");
+            left = sqlx::query_scalar::<_, i64>(&count).fetch_one(&mut admin).await.unwrap();
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(left, 0, "the dropped backends exited");
+        let reads = futures::future::join_all((0..8).map(|_| store.task_head("t"))).await;
+        assert!(reads.iter().all(|r| matches!(r, Ok(Some(_)))), "every read right after the drop works: {reads:?}");
         store.append(&new("t", "wf-2", status("t", TaskState::Working))).await.unwrap();
         assert_eq!(store.task_head("t").await.unwrap().unwrap().state, TaskState::Working);
     }

@@ -17,7 +17,7 @@
 use crate::StoreError;
 use crate::conn::Conn;
 use futures::future::BoxFuture;
-use sqlx::{AnyPool, Connection};
+use sqlx::Executor as _;
 use tokio::sync::{mpsc, oneshot};
 
 /// A write: statements on a connection already inside a transaction.
@@ -36,7 +36,8 @@ type Job = Box<dyn for<'c> FnOnce(Option<&'c mut Conn<'c>>) -> BoxFuture<'c, (bo
 
 #[derive(Clone)]
 pub(crate) enum Writes {
-    Pool(AnyPool),
+    /// Postgres: each write on a connection of its own, in a transaction or one statement.
+    Pg(std::sync::Arc<crate::conn::PgConns>),
     Batched(mpsc::Sender<Job>),
 }
 
@@ -63,16 +64,39 @@ impl Writes {
 
     async fn run_once<T: Send + 'static>(&self, write: WriteFn<T>, transaction: bool) -> Result<T, StoreError> {
         match self {
-            Self::Pool(pool) if !transaction => {
-                let mut conn = pool.acquire().await?;
-                write(&mut Conn::Any(&mut conn)).await
+            Self::Pg(conns) if !transaction => {
+                let mut taken = conns.take().await?;
+                let written = write(&mut Conn::Any(&mut taken.conn)).await;
+                if !matches!(&written, Err(StoreError::Sql(e)) if crate::conn::is_dead(e)) {
+                    taken.done();
+                }
+                written
             }
-            Self::Pool(pool) => {
-                let mut conn = pool.acquire().await?;
-                let mut tx = conn.begin().await?;
-                let value = write(&mut Conn::Any(&mut tx)).await?;
-                tx.commit().await?;
-                Ok(value)
+            Self::Pg(conns) => {
+                // A BEGIN that finds its connection dead has run nothing: once more on a new one.
+                let mut taken = conns.take().await?;
+                let began = match taken.conn.execute("BEGIN").await {
+                    Err(e) if crate::conn::is_dead(&e) => {
+                        drop(taken);
+                        conns.forget_idle();
+                        taken = conns.take().await?;
+                        taken.conn.execute("BEGIN").await
+                    }
+                    began => began,
+                };
+                began?;
+                // A connection whose COMMIT or ROLLBACK failed is closed (dropped), not reused.
+                let written = match write(&mut Conn::Any(&mut taken.conn)).await {
+                    Ok(value) => taken.conn.execute("COMMIT").await.map(|_| value).map_err(StoreError::from),
+                    Err(e) => match taken.conn.execute("ROLLBACK").await {
+                        Ok(_) => Err(e),
+                        Err(_) => return Err(e),
+                    },
+                };
+                if written.is_ok() || !matches!(&written, Err(StoreError::Sql(e)) if crate::conn::is_dead(e)) {
+                    taken.done();
+                }
+                written
             }
             Self::Batched(queue) => {
                 let (answer, answered) = oneshot::channel::<Result<T, StoreError>>();
