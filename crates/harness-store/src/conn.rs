@@ -1,7 +1,7 @@
 //! The connections the store drives itself (issue 31): a write runs on a [`Conn`], on
-//! Postgres a pooled sqlx connection, on SQLite the writer's own connection, driven on the
-//! writer's thread; a message's reads run on SQLite on the caller's thread
-//! ([`SqliteReads`]).
+//! Postgres one of the store's sqlx connections ([`PgConns`]), on SQLite the writer's own
+//! connection, driven on the thread of the caller that holds it (writer.rs); a message's
+//! reads run on SQLite on the caller's thread ([`SqliteReads`]).
 //!
 //! sqlx runs each SQLite connection on a thread of its own and every statement is a
 //! message to that thread and an answer back: two thread hops per statement (and, for a

@@ -85,8 +85,10 @@ pub enum StoreError {
     /// The write was in a batch that did not commit; nothing of it was written.
     #[error("store: {0}")]
     Batch(String),
-    #[error("store: the writer has stopped")]
-    WriterGone,
+    /// A write stopped before its end (it panicked, or waited on something inside the
+    /// writer); nothing of its batch was written.
+    #[error("store: the write did not run to its end; nothing of its batch was written")]
+    WriteLost,
     #[error("store: could not start the writer: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -154,7 +156,7 @@ impl Store {
                 let conn = conn::open_sqlite(&path, url.contains("mode=rwc"), "PRAGMA journal_mode = WAL;", 128)?;
                 let reads = options(4).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&reads).await?;
-                (Writes::batched(conn)?, reads, Some(std::sync::Arc::new(conn::SqliteReads::new(path))), None)
+                (Writes::sqlite(conn)?, reads, Some(std::sync::Arc::new(conn::SqliteReads::new(path))), None)
             }
             Backend::Postgres => {
                 // sqlx's pool serves the reads off a message's path; a message's own reads and
