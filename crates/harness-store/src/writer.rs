@@ -96,8 +96,11 @@ impl Writes {
             Self::Pg(conns) if !transaction => {
                 let mut taken = conns.take().await?;
                 let written = write(&mut Conn::Any(&mut taken.conn)).await;
-                if !matches!(&written, Err(StoreError::Sql(e)) if crate::conn::is_dead(e)) {
-                    taken.done();
+                // It may have run, so it does not run again; the idle connections are closed
+                // with the dead one, and the next write gets a new one.
+                match &written {
+                    Err(StoreError::Sql(e)) if crate::conn::is_dead(e) => conns.forget_idle(),
+                    _ => taken.done(),
                 }
                 written
             }
@@ -114,7 +117,8 @@ impl Writes {
                     began => began,
                 };
                 began?;
-                // A connection whose COMMIT or ROLLBACK failed is closed (dropped), not reused.
+                // A connection whose ROLLBACK failed is closed (dropped), not reused; one found
+                // dead is closed with the idle ones.
                 let written = match write(&mut Conn::Any(&mut taken.conn)).await {
                     Ok(value) => taken.conn.execute("COMMIT").await.map(|_| value).map_err(StoreError::from),
                     Err(e) => match taken.conn.execute("ROLLBACK").await {
@@ -122,8 +126,9 @@ impl Writes {
                         Err(_) => return Err(e),
                     },
                 };
-                if written.is_ok() || !matches!(&written, Err(StoreError::Sql(e)) if crate::conn::is_dead(e)) {
-                    taken.done();
+                match &written {
+                    Err(StoreError::Sql(e)) if crate::conn::is_dead(e) => conns.forget_idle(),
+                    _ => taken.done(),
                 }
                 written
             }
