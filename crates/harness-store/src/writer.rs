@@ -14,7 +14,7 @@
 //! the connection is free, and a busy one still groups the writes that queued meanwhile
 //! (issue 31: the writer's thread spent about a third of its time being switched in and
 //! out, one hop there and one back per write). The WAL is checkpointed by a thread of its
-//! own between two batches, so no caller's thread waits on the checkpoint's fsync.
+//! own between two batches, so no caller's thread is held by the checkpoint's fsync.
 //!
 //! Postgres takes each write on one of the store's connections in a transaction of its
 //! own, or, for a write of one statement (`statement!`), with none around it: the
