@@ -290,7 +290,7 @@ pub(crate) struct PgConn<'p> {
 
 impl PgConns {
     /// How many connections it holds at most (beside sqlx's pool for the other reads).
-    pub(crate) const MAX: usize = 12;
+    const MAX: usize = 12;
     /// A connection idle for longer than this is checked before it is used.
     const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
     /// How long a caller waits for a connection when all are in use (sqlx's pool's wait).
@@ -335,16 +335,16 @@ impl PgConns {
         let mut again = true;
         loop {
             let mut taken = self.take().await?;
-            match any_query(sql, args).fetch_all(&mut taken.conn).await {
+            match Conn::Any(&mut taken.conn).fetch_all(sql, args).await {
                 Ok(rows) => {
                     taken.done();
-                    return Ok(rows.into_iter().map(Row::Any).collect());
+                    return Ok(rows);
                 }
-                Err(e) if again && is_dead(&e) => {
+                Err(StoreError::Sql(e)) if again && is_dead(&e) => {
                     again = false;
                     self.forget_idle();
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -102,8 +102,6 @@ pub struct Store {
     reads: AnyPool,
     /// On SQLite, the reads of a message's path, run on the caller's thread (conn.rs).
     sqlite_reads: Option<std::sync::Arc<conn::SqliteReads>>,
-    /// On Postgres, the connections of a message's reads and of every write (conn.rs).
-    pg: Option<std::sync::Arc<conn::PgConns>>,
     notifier: Notifier,
     kind: Backend,
     /// On Postgres, this store's name in its announcements to other processes (listen.rs).
@@ -148,7 +146,7 @@ impl Store {
                 },
             )
         };
-        let (writes, reads, sqlite_reads, pg) = match kind {
+        let (writes, reads, sqlite_reads) = match kind {
             Backend::Sqlite => {
                 let path = sqlx::sqlite::SqliteConnectOptions::from_str(&url)?.get_filename().to_path_buf();
                 // The writer's connection opens first: it creates the file (when the URL's mode
@@ -156,15 +154,14 @@ impl Store {
                 let conn = conn::open_sqlite(&path, url.contains("mode=rwc"), "PRAGMA journal_mode = WAL;", 128)?;
                 let reads = options(4).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&reads).await?;
-                (Writes::sqlite(conn)?, reads, Some(std::sync::Arc::new(conn::SqliteReads::new(path))), None)
+                (Writes::sqlite(conn)?, reads, Some(std::sync::Arc::new(conn::SqliteReads::new(path))))
             }
             Backend::Postgres => {
                 // sqlx's pool serves the reads off a message's path; a message's own reads and
                 // every write take the store's connections (conn.rs, `PgConns`): 16 at most.
                 let pool = options(4).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&pool).await?;
-                let pg = std::sync::Arc::new(conn::PgConns::new(&url));
-                (Writes::Pg(pg.clone()), pool, None, Some(pg))
+                (Writes::Pg(std::sync::Arc::new(conn::PgConns::new(&url))), pool, None)
             }
         };
         let notifier = Notifier::default();
@@ -172,7 +169,7 @@ impl Store {
         if let Some(origin) = &origin {
             listen::spawn_listener(url.clone(), origin.clone(), notifier.clone());
         }
-        let store = Self { writes, reads, sqlite_reads, pg, notifier, kind, origin, tails: Default::default() };
+        let store = Self { writes, reads, sqlite_reads, notifier, kind, origin, tails: Default::default() };
         store.run_chores().await?;
         Ok(store)
     }
@@ -211,10 +208,10 @@ impl Store {
     /// The rows of one of a message's reads: on SQLite on this thread (conn.rs), on
     /// Postgres on the store's own connections (conn.rs, `PgConns`).
     pub(crate) async fn read_rows(&self, sql: &str, args: &[conn::Arg<'_>]) -> Result<Vec<conn::Row>, StoreError> {
-        match (&self.sqlite_reads, &self.pg) {
-            (Some(reads), _) => reads.rows(sql, args),
-            (None, Some(pg)) => pg.rows(sql, args).await,
-            (None, None) => Err(StoreError::Column("the store has no connections for its reads".into())),
+        match (&self.writes, &self.sqlite_reads) {
+            (Writes::Pg(pg), _) => pg.rows(sql, args).await,
+            (Writes::Sqlite(_), Some(reads)) => reads.rows(sql, args),
+            (Writes::Sqlite(_), None) => Err(StoreError::Column("the store has no connections for its reads".into())),
         }
     }
 }
@@ -270,7 +267,7 @@ mod tests {
         let store = Store::connect(&url).await.unwrap();
         store.append(&opened("t", "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
         // Three connections taken at once, then given back: several wait for their next use.
-        let pg = store.pg.as_deref().expect("a Postgres store has its own connections");
+        let crate::writer::Writes::Pg(pg) = &store.writes else { panic!("a Postgres store has its own connections") };
         let taken = [pg.take().await.unwrap(), pg.take().await.unwrap(), pg.take().await.unwrap()];
         taken.into_iter().for_each(crate::conn::PgConn::done);
         assert!(pg.idle() >= 3, "several connections wait for their next use ({})", pg.idle());
