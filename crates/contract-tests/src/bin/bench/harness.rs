@@ -139,3 +139,57 @@ pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// A second harness, on a Postgres store and a task queue of its own, with 16 open
+/// conversations: the throughput phase's Postgres side (issue 31).
+pub(crate) struct OnPostgres {
+    child: std::process::Child,
+    base: String,
+    tasks: Vec<String>,
+    /// Messages answered and CPU seconds used in its slices.
+    messages: u64,
+    cpu: f64,
+}
+
+impl OnPostgres {
+    pub(crate) async fn start(
+        http: &reqwest::Client,
+        bin: &str,
+        temporal: &str,
+        postgres: &str,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<Self> {
+        let port = tiny_harness::temporal_dev::free_port();
+        let config = dir.join("harness-postgres.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{temporal}\"\n\
+                 task_queue = \"bench-harness-postgres\"\n[store]\nurl = \"{postgres}\"\n"
+            ),
+        )?;
+        let base = format!("http://127.0.0.1:{port}");
+        let child = start_harness(http, bin, &config, &dir.join("harness-postgres"), &base).await?;
+        let mut tasks = Vec::new();
+        for _ in 0..16 {
+            tasks.push(open_task(http, &base, "start").await);
+        }
+        Ok(Self { child, base, tasks, messages: 0, cpu: 0.0 })
+    }
+
+    /// One slice of blocking messages to its conversations; how many were answered.
+    pub(crate) async fn slice(&mut self, http: &reqwest::Client, slice: Duration) -> u64 {
+        let before = cpu_secs(self.child.id());
+        let n = harness_slice(http, &self.base, &self.tasks, slice).await;
+        self.cpu += cpu_secs(self.child.id()) - before;
+        self.messages += n;
+        n
+    }
+
+    /// Stops it; the messages answered and the CPU seconds used in its slices.
+    pub(crate) fn stop(mut self) -> (u64, f64) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        (self.messages, self.cpu)
+    }
+}

@@ -26,7 +26,9 @@
 //!   this process, a host tool, the mock endpoint), beside the tool's own time and the
 //!   Temporal floor of the round's shape (two activities and two local ones).
 //!
-//! - with a Postgres (TINY_HARNESS_BENCH_POSTGRES, which `cargo xtask bench` starts):
+//! - with a Postgres (TINY_HARNESS_BENCH_POSTGRES, which `cargo xtask bench` starts): the
+//!   harness on it beside the one on SQLite, each with 16 tasks in the same 2 s turns of the
+//!   throughput phase, and its CPU per message as a ratio to SQLite's (issue 31);
 //!   subscriber lag on the instance that runs a task beside one on an instance without a
 //!   worker, and messages/s with the harness's CPU per message on one instance and on two
 //!   (issue 20).
@@ -214,6 +216,14 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..16 {
         tasks.push(open_task(&http, &base, "start").await);
     }
+    // Issue 31: the same harness on Postgres (its aim: no more CPU per message than on
+    // SQLite), its 16 tasks measured in the same 2 s turns, so both meet the dev server's
+    // spells alike and their conversations grow alike.
+    let postgres = std::env::var("TINY_HARNESS_BENCH_POSTGRES").ok().filter(|url| !url.is_empty());
+    let mut on_postgres = match &postgres {
+        Some(url) => Some(OnPostgres::start(&http, &bin, &server.address, url, dir.path()).await?),
+        None => None,
+    };
     let server_pid = server.pid().unwrap_or(0);
     let slice = Duration::from_secs(2);
     let turns = seconds.div_ceil(2).max(1);
@@ -237,20 +247,35 @@ async fn main() -> anyhow::Result<()> {
         let before = cpu_now(harness.id());
         let w = raw_slice(&client, &turn_ids, slice, Raw::Turn).await;
         add_since(&mut turn_cpu, before, cpu_now(harness.id()));
+        // Postgres's slice before SQLite's in every other turn: neither always follows the
+        // other.
+        let mut p = match &mut on_postgres {
+            Some(pg) if t % 2 == 1 => pg.slice(&http, slice).await,
+            _ => 0,
+        };
         let (before, threads_before) = (cpu_now(harness.id()), thread_cpu(harness.id()));
         let h = harness_slice(&http, &base, &tasks, slice).await;
         add_since(&mut cpu, before, cpu_now(harness.id()));
         for (name, secs) in thread_cpu(harness.id()) {
             *threads.entry(name.clone()).or_default() += secs - threads_before.get(&name).copied().unwrap_or(0.0);
         }
+        if let Some(pg) = &mut on_postgres
+            && t % 2 == 0
+        {
+            p = pg.slice(&http, slice).await;
+        }
         // Each turn's counts: a rate that falls as the conversations grow shows here.
-        eprintln!("bench: turn {}: raw {r}, update-with-start {u}, turn-shaped {w}, harness {h} in 2 s", t + 1);
+        eprintln!(
+            "bench: turn {}: raw {r}, update-with-start {u}, turn-shaped {w}, harness {h}, on Postgres {p} in 2 s",
+            t + 1
+        );
         (raw_n, uws_n, turn_n, harness_n) = (raw_n + r, uws_n + u, turn_n + w, harness_n + h);
     }
     stop_floor(&client, raw_ids).await;
     for id in turn_ids {
         let _ = client.get_workflow_handle::<TurnWorkflow>(id).signal(TurnWorkflow::stop, (), Default::default()).await;
     }
+    let on_postgres = on_postgres.map(OnPostgres::stop);
     let measured = (turns * 2) as f64;
     let rate = |n: u64| n as f64 / measured;
     let (raw, raw_uws, raw_turn, harness_rate) = (rate(raw_n), rate(uws_n), rate(turn_n), rate(harness_n));
@@ -485,6 +510,15 @@ async fn main() -> anyhow::Result<()> {
             s.one.1,
             s.two.1,
             s.two.1 / s.one.1
+        );
+    }
+    if let Some((pg_n, pg_cpu)) = on_postgres {
+        let (sqlite_ms, pg_ms) = (cpu.0 * 1000.0 / harness_n.max(1) as f64, pg_cpu * 1000.0 / pg_n.max(1) as f64);
+        println!(
+            "| harness CPU per message, 16 tasks, SQLite / Postgres in the same 2 s turns (messages/s) | {sqlite_ms:.2} / {pg_ms:.2} ms ({:.0} / {:.0} /s) | {:.2}x SQLite | <= 1.0x |",
+            rate(harness_n),
+            rate(pg_n),
+            pg_ms / sqlite_ms.max(1e-9),
         );
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
