@@ -191,6 +191,66 @@ static CHUNKS_APPEND_PG: LazyLock<String> = LazyLock::new(|| {
         *OPEN_STATE
     )
 });
+/// A run of one task's events in one statement on Postgres, with no transaction around it
+/// (a message's turn, issue 31: five round trips, BEGIN, three appends and COMMIT, become
+/// one). The task $1, open and lacking every key, takes the next $9 seqs, the run's last
+/// value of each field of [`update_row!`] ($2..$8, folded by [`Run::fold`]) and the senders'
+/// messages among $11 it does not hold yet; each event of $10 (a JSON array of `[key, body,
+/// time, pushed]`) is written at its seq in order, with the run's history and artifact rows
+/// ($11 and $12, [`crate::history::run_json_arrays`]) and, for each pushed event, its outbox
+/// rows, leased until $13, when the task has push configs. With `announce`, the run's last
+/// seq is announced to the other processes (the channel and payload's head are $14 and $15).
+/// No row: a key is there, the task is closed or has no row yet, and nothing was written.
+///
+/// The senders' messages are counted by the row's update (a statement updates a row once),
+/// as those of $11 the task's history lacks; the history's insert writes the same ones, since
+/// a task's appends take its row's lock first, and a retry that raced this one holds one of
+/// its keys, which the unique `(task_id, event_key)` refuses with the whole statement.
+fn run_append_pg(announce: bool) -> String {
+    let update = format!(
+        concat!(
+            update_row!(
+                "user_messages = user_messages + (SELECT COUNT(*) FROM json_array_elements($11::json) AS v \
+                 WHERE (v->>2)::boolean AND NOT EXISTS (SELECT 1 FROM task_history x \
+                 WHERE x.task_id = $1 AND x.idx = (v->>0)::bigint)), ",
+                "last_seq = last_seq + $9 WHERE task_id = $1 AND {} ",
+                "AND NOT EXISTS (SELECT 1 FROM events x JOIN ev ON x.event_key = ev.event_key WHERE x.task_id = $1) "
+            ),
+            "RETURNING last_seq, ",
+            pushes!()
+        ),
+        *OPEN_STATE
+    );
+    let changes = crate::history::changes_ctes(
+        "$11",
+        "$12",
+        "(SELECT last_seq FROM t) - $9 + (v->>3)::bigint",
+        "EXISTS (SELECT 1 FROM t)",
+    );
+    let (mut ctes, mut columns) = (
+        format!(
+            "ev AS (SELECT v->>0 AS event_key, v->>1 AS body, v->>2 AS created_at, (v->>3)::boolean AS pushed, ord \
+             FROM json_array_elements($10::json) WITH ORDINALITY AS x(v, ord)), \
+             t AS ({update}), \
+             e AS (INSERT INTO events (task_id, seq, event_key, body, created_at) \
+             SELECT $1, t.last_seq - $9 + ev.ord, ev.event_key, ev.body, ev.created_at FROM t, ev), \
+             {changes}, \
+             o AS (INSERT INTO push_outbox (task_id, config_id, seq, claim, claimed_until) \
+             SELECT $1, c.config_id, t.last_seq - $9 + ev.ord, '', $13 FROM t, ev, push_configs c \
+             WHERE c.task_id = $1 AND ev.pushed)"
+        ),
+        "last_seq, pushes".to_string(),
+    );
+    if announce {
+        ctes += ", n AS (SELECT pg_notify($14, $15 || ' ' || last_seq || ' ' || $1) FROM t)";
+        columns += ", (SELECT COUNT(*) FROM n)";
+    }
+    format!("WITH {ctes} SELECT {columns} FROM t")
+}
+
+/// [`run_append_pg`]'s two statements, by `announce`.
+static RUN_APPEND_PG: LazyLock<[String; 2]> = LazyLock::new(|| [false, true].map(run_append_pg));
+
 /// Sets the seq $9.
 const SET_SEQ: &str = update_row!("last_seq = $9 WHERE task_id = $1");
 
@@ -213,6 +273,8 @@ struct Fields {
     changes: Changes,
     /// The Task or a status event: it goes to the task's push configs (S14).
     pushed: bool,
+    /// The Task: the first event of a task, whose row does not exist yet.
+    opens: bool,
     stored_before: Option<Stored>,
 }
 
@@ -251,6 +313,7 @@ impl Fields {
                 StreamResponse::ArtifactUpdate(_) => e.stored_before.is_some(),
                 _ => false,
             },
+            opens: matches!(e.event, StreamResponse::Task(_)),
             stored_before: e.stored_before,
         })
     }
@@ -286,6 +349,65 @@ impl Fields {
             crate::push::to_outbox(conn, task_id, seq).await?;
         }
         Ok(Appended { seq, new: true, pushes, rewrote: false })
+    }
+}
+
+/// A batch of appends that [`RUN_APPEND_PG`] can write as one statement: a run of one task's
+/// events with distinct keys, of which only the last may end the task (an event after one
+/// that ends it is refused, and that refusal is the other path's to give), and which does
+/// not open its task (a Task first: the task has no row for the statement to take yet).
+struct Run {
+    task_id: String,
+    /// The task row's fields after the run, in [`update_row!`]'s order ($2..$8): each the
+    /// last value an event of the run gave it ("" when none did).
+    row: [String; 7],
+    events: String,
+    messages: String,
+    artifacts: String,
+    pushed: Vec<bool>,
+}
+
+impl Run {
+    fn of(writes: &[(String, String, String, Fields)]) -> Result<Option<Self>, StoreError> {
+        let (Some((task_id, ..)), Some((_, before_last))) = (writes.first(), writes.split_last()) else {
+            return Ok(None);
+        };
+        let keys: std::collections::HashSet<&str> = writes.iter().map(|(_, key, ..)| key.as_str()).collect();
+        let ends = |f: &Fields| f.state.parse::<TaskState>().is_ok_and(|s| s.is_terminal());
+        if keys.len() != writes.len()
+            || writes[0].3.opens
+            || writes.iter().any(|(t, ..)| t != task_id)
+            || before_last.iter().any(|(.., f)| ends(f))
+        {
+            return Ok(None);
+        }
+        let (messages, artifacts) = crate::history::run_json_arrays(writes.iter().map(|(.., f)| &f.changes))?;
+        let events: Vec<(&str, &str, &str, bool)> =
+            writes.iter().map(|(_, key, _, f)| (key.as_str(), f.body.as_str(), f.ts.as_str(), f.pushed)).collect();
+        Ok(Some(Self {
+            task_id: task_id.clone(),
+            row: Self::fold(writes.iter().map(|(.., f)| f)),
+            events: serde_json::to_string(&events)?,
+            messages,
+            artifacts,
+            pushed: writes.iter().map(|(.., f)| f.pushed).collect(),
+        }))
+    }
+
+    /// What the row's update by each event in turn would leave: for each field the last
+    /// event's value that is not "" (an empty value keeps the stored one), and the last
+    /// event's time.
+    fn fold<'a>(fields: impl Iterator<Item = &'a Fields>) -> [String; 7] {
+        let mut row: [String; 7] = Default::default();
+        for f in fields {
+            let values = [f.state, &f.ts, &f.status, &f.status_ts, &f.snapshot, &f.context_id, &f.status_md];
+            for (kept, value) in row.iter_mut().zip(values) {
+                if !value.is_empty() {
+                    *kept = value.to_string();
+                }
+            }
+        }
+        row
     }
 }
 
@@ -529,8 +651,76 @@ impl Store {
             .iter()
             .map(|e| Ok((e.task_id.clone(), e.key.clone(), e.task_queue.clone(), Fields::of(e)?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
+        let appended = match self.append_run(&writes).await? {
+            Some(appended) => appended,
+            None => self.append_in_transaction(writes).await?,
+        };
+        for (e, one) in events.iter().zip(&appended) {
+            if one.rewrote {
+                self.notifier().rewound(&e.task_id, one.seq);
+            } else if one.new {
+                self.notifier().notify(&e.task_id, one.seq);
+            }
+        }
+        Ok(appended)
+    }
+
+    /// The batch as one statement ([`RUN_APPEND_PG`]) when the store is on Postgres and the
+    /// batch is a [`Run`]; `None` when it is not, or when the statement wrote nothing (the
+    /// transaction's path then gives each event what it must).
+    async fn append_run(
+        &self,
+        writes: &[(String, String, String, Fields)],
+    ) -> Result<Option<Vec<Appended>>, StoreError> {
+        if !matches!(self.writes, crate::writer::Writes::Pg(_)) {
+            return Ok(None);
+        }
+        let Some(run) = Run::of(writes)? else { return Ok(None) };
+        let head = self.origin.as_deref().map(|o| crate::listen::payload_head(o, false));
+        let n = writes.len() as i64;
+        let (task_id, events, messages, artifacts) = (run.task_id, run.events, run.messages, run.artifacts);
+        let row = run.row;
+        let taken = statement!(self, move |conn| {
+            let [state, ts, status, status_ts, snapshot, context_id, status_md] = &row;
+            let mut binds: Vec<Arg> = vec![
+                task_id.as_str().into(),
+                state.into(),
+                ts.into(),
+                status.into(),
+                status_ts.into(),
+                snapshot.into(),
+                context_id.into(),
+                status_md.into(),
+                n.into(),
+                events.as_str().into(),
+                messages.as_str().into(),
+                artifacts.as_str().into(),
+                crate::push::lease_from_now().into(),
+            ];
+            if let Some(head) = &head {
+                binds.extend([Arg::from(crate::listen::CHANNEL), Arg::from(head)]);
+            }
+            let row = conn.fetch_optional(&RUN_APPEND_PG[usize::from(head.is_some())], &binds).await?;
+            row.map(|row| Ok((row.int(0)?, row.int(1)?))).transpose()
+        })
+        .await?;
+        let Some((last_seq, configs)) = taken else { return Ok(None) };
+        let first = last_seq - n + 1;
+        Ok(Some(
+            (first..)
+                .zip(run.pushed)
+                .map(|(seq, pushed)| Appended { seq, new: true, pushes: configs > 0 && pushed, rewrote: false })
+                .collect(),
+        ))
+    }
+
+    /// The batch in one transaction, each event as [`Store::append`] would write it.
+    async fn append_in_transaction(
+        &self,
+        writes: Vec<(String, String, String, Fields)>,
+    ) -> Result<Vec<Appended>, StoreError> {
         let origin = self.origin.clone();
-        let appended = transaction!(self, move |conn| {
+        transaction!(self, move |conn| {
             let mut appended = Vec::with_capacity(writes.len());
             // What the other processes are told at the commit: a task's appends in a row are
             // one announcement, its newest seq (a reader reads on from its cursor to it); a
@@ -602,15 +792,7 @@ impl Store {
             }
             Ok(appended)
         })
-        .await?;
-        for (e, one) in events.iter().zip(&appended) {
-            if one.rewrote {
-                self.notifier().rewound(&e.task_id, one.seq);
-            } else if one.new {
-                self.notifier().notify(&e.task_id, one.seq);
-            }
-        }
-        Ok(appended)
+        .await
     }
 
     /// Cuts a task's log back to what its workflow committed (the reconciler after a crash,

@@ -118,21 +118,48 @@ impl Changes {
     }
 }
 
+/// The changes of a run of a task's events, in order, as the JSON arrays of one statement
+/// ([`changes_ctes`], issue 31): the messages as [`Changes::as_json_arrays`] gives them, each
+/// index once (the first, as a message is written once), and the artifacts as `[index, id,
+/// artifact, event]`, each id once: the place it first had, and the body it last had with
+/// the number of the event (from 1) that gave it (as the run's events one by one would
+/// leave the row).
+pub(crate) fn run_json_arrays<'a>(run: impl Iterator<Item = &'a Changes>) -> Result<(String, String), StoreError> {
+    let (mut messages, mut indexes) = (Vec::new(), std::collections::HashSet::new());
+    let (mut artifacts, mut places) = (Vec::<(i64, &str, &str, i64)>::new(), HashMap::new());
+    for (event, changes) in (1i64..).zip(run) {
+        messages.extend(changes.messages.iter().filter(|(idx, ..)| indexes.insert(*idx)));
+        for (idx, id, body) in &changes.artifacts {
+            match places.get(id.as_str()) {
+                Some(&at) => {
+                    let known: &mut (i64, &str, &str, i64) = &mut artifacts[at];
+                    (known.2, known.3) = (body, event);
+                }
+                None => {
+                    places.insert(id.as_str(), artifacts.len());
+                    artifacts.push((*idx, id, body, event));
+                }
+            }
+        }
+    }
+    Ok((serde_json::to_string(&messages)?, serde_json::to_string(&artifacts)?))
+}
+
 /// The common table expressions that write a task's changes on Postgres, from the JSON
-/// arrays `messages` and `artifacts` ([`Changes::as_json_arrays`]) of the task $1 and the
-/// event's `seq`, when `only_if` holds: `m` and `a` the rows, `h` the indexes of the
-/// messages written (a message is written once), `w` the artifacts written (each replaces
-/// the one with its id, keeps that one's place and takes the seq).
+/// arrays `messages` and `artifacts` ([`Changes::as_json_arrays`]) of the task $1, when
+/// `only_if` holds: `m` and `a` the rows, `h` the indexes of the messages written (a message
+/// is written once), `w` the artifacts written (each replaces the one with its id, keeps that
+/// one's place and takes the seq `seq`, an expression of the artifact's JSON `v`).
 pub(crate) fn changes_ctes(messages: &str, artifacts: &str, seq: &str, only_if: &str) -> String {
     format!(
         "m AS (SELECT (v->>0)::bigint AS idx, v->>1 AS message, (v->>2)::boolean AS from_user \
          FROM json_array_elements({messages}::json) AS v WHERE {only_if}), \
-         a AS (SELECT (v->>0)::bigint AS idx, v->>1 AS artifact_id, v->>2 AS body \
+         a AS (SELECT (v->>0)::bigint AS idx, v->>1 AS artifact_id, v->>2 AS body, {seq} AS seq \
          FROM json_array_elements({artifacts}::json) AS v WHERE {only_if}), \
          h AS (INSERT INTO task_history (task_id, idx, message) SELECT $1, idx, message FROM m \
          ON CONFLICT (task_id, idx) DO NOTHING RETURNING idx), \
          w AS (INSERT INTO task_artifacts (task_id, artifact_id, idx, body, seq) \
-         SELECT $1, artifact_id, idx, body, {seq} FROM a \
+         SELECT $1, artifact_id, idx, body, seq FROM a \
          ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body, seq = excluded.seq)"
     )
 }

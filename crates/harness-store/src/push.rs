@@ -20,7 +20,7 @@ fn epoch_ms(t: SystemTime) -> i64 {
 }
 
 /// The end of a lease taken now (epoch ms).
-fn lease_from_now() -> i64 {
+pub(crate) fn lease_from_now() -> i64 {
     epoch_ms(SystemTime::now() + PUSH_LEASE)
 }
 

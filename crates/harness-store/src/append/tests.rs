@@ -13,6 +13,7 @@ on_both!(an_answer_read_on_a_kept_tail_is_the_stored_history_also_after_a_cut, a
 on_both!(an_answers_artifacts_read_on_a_kept_tail_are_the_stored_ones_also_when_written_again, artifacts_on_tails);
 on_both!(a_run_of_chunks_appended_together_is_what_appending_each_writes, chunk_runs);
 on_both!(a_turn_appended_together_counts_its_senders_message_once, turn_together);
+on_both!(a_batch_appended_together_leaves_what_its_events_one_by_one_leave, together_as_one_by_one);
 
 async fn gap_free_idempotent_fenced(store: Store) {
     let a = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
@@ -510,4 +511,102 @@ async fn chunk_runs(store: Store) {
     // A task with no row yet: its first events go one by one, and take seqs from 1.
     let fresh = store.append_all(&[chunk("u", 1, 0, "x", false), chunk("u", 1, 1, "y", false)]).await.unwrap();
     assert_eq!(fresh.iter().map(|a| a.seq).collect::<Vec<_>>(), [1, 2]);
+}
+
+/// Issue 31: a batch of one task's events, which Postgres writes as one statement (its row's
+/// fields each the last an event gave, an artifact written twice kept at its first place
+/// with its last body and seq, a message carried twice written once), leaves the task, its
+/// log, its rows and its push outbox as the same events appended one by one do.
+async fn together_as_one_by_one(store: Store) {
+    let events = |t: &str| {
+        let stamped = |state, at: &str, md: Option<serde_json::Value>| {
+            let mut e = status(t, state);
+            if let StreamResponse::StatusUpdate(u) = &mut e {
+                u.status.timestamp = Some(at.to_string());
+                u.metadata = md.map(|v| serde_json::from_value(v).unwrap());
+            }
+            e
+        };
+        let surface = |n: u32, text: &str| {
+            let mut e = chunk(t, 9, n, text, true);
+            if let StreamResponse::ArtifactUpdate(u) = &mut e.event {
+                u.artifact.artifact_id = "surface".into();
+            }
+            NewEvent {
+                artifacts: vec![(1, artifact("surface", text))],
+                stored_before: Some(Stored { history: 1, artifacts: 1 }),
+                ..e
+            }
+        };
+        let mut working = new(t, "wf-2", stamped(TaskState::Working, "2026-01-01T00:00:01Z", None));
+        working.history = vec![Message { role: a2a_types::Role::User, ..Message::agent_text("u1", "hi") }];
+        working.stored_before = Some(Stored::default());
+        let first_surface = NewEvent { key: "wf-3".into(), ..surface(0, "first") };
+        let second_surface = NewEvent { key: "wf-4".into(), ..surface(1, "second") };
+        let mut parked = new(
+            t,
+            "wf-5",
+            stamped(TaskState::InputRequired, "2026-01-01T00:00:02Z", Some(serde_json::json!({"k": "v"}))),
+        );
+        // The sender's message again (a task's whole history from index 0), and the reply.
+        parked.history = vec![
+            Message { role: a2a_types::Role::User, ..Message::agent_text("u1", "hi") },
+            Message::agent_text("r1", "hello"),
+        ];
+        parked.artifacts = vec![(0, artifact("reply", "hello"))];
+        parked.stored_before = Some(Stored { history: 1, artifacts: 2 });
+        vec![working, chunk(t, 1, 0, "hel", false), first_surface, second_surface, parked]
+    };
+    let (one, together) = ("task-one", "task-two");
+    for t in [one, together] {
+        store.append(&opened(t, "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
+        let config = crate::PushRow { task_id: t.into(), config_id: "c".into(), url: "u".into(), sealed: "s".into() };
+        store.put_push_config(&config).await.unwrap();
+    }
+    let mut one_by_one = Vec::new();
+    for e in events(one) {
+        one_by_one.push(store.append(&e).await.unwrap());
+    }
+    let appended = store.append_all(&events(together)).await.unwrap();
+    assert_eq!(appended, one_by_one);
+    assert_eq!(appended.iter().map(|a| a.pushes).collect::<Vec<_>>(), [true, false, true, true, true]);
+
+    // Every column but the write's time, each task's id read as the other's.
+    let rows = |sql: &'static str, t: &'static str| {
+        let store = store.clone();
+        async move {
+            let rows = sqlx::query(sql).bind(t).fetch_all(store.reads()).await.unwrap();
+            let mut out = Vec::new();
+            for row in rows {
+                let mut cells = Vec::new();
+                for i in 0..row.len() {
+                    let cell = match row.try_get::<String, _>(i) {
+                        Ok(text) => text.replace(t, "T"),
+                        Err(_) => row.try_get::<i64, _>(i).unwrap().to_string(),
+                    };
+                    cells.push(cell);
+                }
+                out.push(cells);
+            }
+            out
+        }
+    };
+    for sql in [
+        "SELECT state, status, status_ts, snapshot, context_id, status_md, user_messages, last_seq FROM tasks \
+         WHERE task_id = $1",
+        "SELECT seq, event_key, body FROM events WHERE task_id = $1 ORDER BY seq",
+        "SELECT idx, message FROM task_history WHERE task_id = $1 ORDER BY idx",
+        "SELECT idx, artifact_id, body, seq FROM task_artifacts WHERE task_id = $1 ORDER BY idx",
+        "SELECT config_id, seq FROM push_outbox WHERE task_id = $1 ORDER BY seq",
+    ] {
+        let (a, b) = (rows(sql, one).await, rows(sql, together).await);
+        assert!(!a.is_empty(), "{sql}");
+        assert_eq!(a, b, "{sql}");
+    }
+    let task = store.task(together, None).await.unwrap().unwrap().task;
+    assert_eq!(task.status.state, TaskState::InputRequired);
+    assert_eq!(ids(&task.history), ["u1", "r1"]);
+    let artifacts: Vec<_> = task.artifacts.iter().map(|a| (a.artifact_id.as_str(), a.parts.clone())).collect();
+    assert_eq!(artifacts, [("reply", artifact("reply", "hello").parts), ("surface", artifact("s", "second").parts)]);
+    assert_eq!(user_messages(&store, together).await, 1);
 }
