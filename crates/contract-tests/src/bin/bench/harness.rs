@@ -99,6 +99,27 @@ fn stat_cpu(stat: &str) -> (String, f64) {
     (name, (ticks(11) + ticks(12)) / 100.0)
 }
 
+/// Writes `dir/<name>.toml`, a config of the harness under measure: the dev server
+/// `temporal`, the port and task queue given, the rate limit off, then `rest` (more TOML).
+pub(crate) fn write_config(
+    dir: &std::path::Path,
+    name: &str,
+    port: u16,
+    temporal: &str,
+    task_queue: &str,
+    rest: &str,
+) -> std::io::Result<std::path::PathBuf> {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{temporal}\"\n\
+             task_queue = \"{task_queue}\"\n{rest}"
+        ),
+    )?;
+    Ok(path)
+}
+
 /// Starts `tiny-harness serve` and waits until it serves its card.
 pub(crate) async fn start_harness(
     http: &reqwest::Client,
@@ -160,14 +181,8 @@ impl OnPostgres {
         dir: &std::path::Path,
     ) -> anyhow::Result<Self> {
         let port = tiny_harness::temporal_dev::free_port();
-        let config = dir.join("harness-postgres.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{temporal}\"\n\
-                 task_queue = \"bench-harness-postgres\"\n[store]\nurl = \"{postgres}\"\n"
-            ),
-        )?;
+        let store = format!("[store]\nurl = \"{postgres}\"\n");
+        let config = write_config(dir, "harness-postgres", port, temporal, "bench-harness-postgres", &store)?;
         let base = format!("http://127.0.0.1:{port}");
         let child = start_harness(http, bin, &config, &dir.join("harness-postgres"), &base).await?;
         let mut tasks = Vec::new();

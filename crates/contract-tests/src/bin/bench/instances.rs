@@ -58,16 +58,8 @@ fn config(
     postgres: &str,
     worker: bool,
 ) -> std::path::PathBuf {
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{temporal}\"\n\
-             task_queue = \"bench-scale\"\nworker = {worker}\n[store]\nurl = \"{postgres}\"\n"
-        ),
-    )
-    .expect("config");
-    path
+    let rest = format!("worker = {worker}\n[store]\nurl = \"{postgres}\"\n");
+    crate::harness::write_config(dir, name, port, temporal, "bench-scale", &rest).expect("config")
 }
 
 /// Blocking messages for `slice`, one loop per task, each message to the next base in turn.

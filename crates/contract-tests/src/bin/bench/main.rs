@@ -122,14 +122,7 @@ async fn main() -> anyhow::Result<()> {
     // slow spell of the dev server (it has fast and slow periods, docs/performance.md)
     // falls on both alike.
     let port = tiny_harness::temporal_dev::free_port();
-    let config = dir.path().join("harness.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{}\"\ntask_queue = \"bench-harness\"\n",
-            server.address
-        ),
-    )?;
+    let config = write_config(dir.path(), "harness", port, &server.address, "bench-harness", "")?;
     let base = format!("http://127.0.0.1:{port}");
     let http = client_as(string_arg("--participant"))?;
     let data_dir = dir.path().join("harness");

@@ -10,7 +10,7 @@
 //! Issue 30: on the same harness, the time from the endpoint's first byte of a response that
 //! asks for `emit_ui` to the surface's A2UI artifact at an SSE client.
 
-use crate::harness::{message, start_harness};
+use crate::harness::{message, start_harness, write_config};
 use contract_tests::openai_mock::MockOpenAi;
 use futures::StreamExt;
 use serde_json::json;
@@ -85,16 +85,11 @@ pub(crate) async fn first_chunk(
     let mock = MockOpenAi::start().await;
     mock.set_first_delay(Duration::from_millis(50));
     let port = tiny_harness::temporal_dev::free_port();
-    let config = dir.join("openai.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nport = {port}\nrate_limit_per_minute = 0\n[temporal]\nmode = \"remote\"\naddress = \"{temporal}\"\n\
-             task_queue = \"bench-openai\"\n[agent]\nmodel = \"mock\"\n[models.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n\
-             model = \"mock\"\nkeyless = true\n",
-            mock.base_url
-        ),
-    )?;
+    let model = format!(
+        "[agent]\nmodel = \"mock\"\n[models.mock]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"mock\"\nkeyless = true\n",
+        mock.base_url
+    );
+    let config = write_config(dir, "openai", port, temporal, "bench-openai", &model)?;
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let mut harness = start_harness(&http, bin, &config, &dir.join("openai-harness"), &base).await?;
