@@ -274,7 +274,9 @@ impl SqliteReads {
 /// went away mid-statement), is closed, never handed out again. A read that finds its
 /// connection dead (the server restarted or dropped it since its last use) runs again on a
 /// new one, and so does a transaction whose BEGIN did (nothing of either has run). A write
-/// of one statement does not, since it may have run: its caller gets the error.
+/// of one statement does not, since it may have run: its caller gets the error. A
+/// connection idle for longer than [`PgConns::IDLE_CLOSE`] is closed
+/// ([`PgConns::close_idle_ones`]).
 pub(crate) struct PgConns {
     url: String,
     permits: tokio::sync::Semaphore,
@@ -295,6 +297,9 @@ impl PgConns {
     const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
     /// How long a caller waits for a connection when all are in use (sqlx's pool's wait).
     const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+    /// A connection idle for longer than this is closed (sqlx's pool's idle timeout), so a
+    /// quiet harness does not hold its database's connections.
+    pub(crate) const IDLE_CLOSE: std::time::Duration = std::time::Duration::from_secs(600);
 
     pub(crate) fn new(url: &str) -> Self {
         Self { url: url.to_string(), permits: tokio::sync::Semaphore::new(Self::MAX), idle: Default::default() }
@@ -322,6 +327,34 @@ impl PgConns {
     /// server, a failover) ended the others too.
     pub(crate) fn forget_idle(&self) {
         self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    }
+
+    /// Closes, every `every`, the connections idle for longer than `limit`, for as long as
+    /// the connections are in use (a task of the runtime the store connected on).
+    pub(crate) fn close_idle_ones(
+        conns: &std::sync::Arc<Self>,
+        every: std::time::Duration,
+        limit: std::time::Duration,
+    ) {
+        let conns = std::sync::Arc::downgrade(conns);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(conns) = conns.upgrade() else { return };
+                let old: Vec<AnyConnection> = {
+                    let mut idle = conns.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    // Given back in turn, so the oldest come first.
+                    let fresh = idle.iter().position(|(_, since)| since.elapsed() <= limit).unwrap_or(idle.len());
+                    idle.drain(..fresh).map(|(conn, _)| conn).collect()
+                };
+                drop(conns);
+                for conn in old {
+                    let _ = conn.close().await;
+                }
+            }
+        });
     }
 
     /// How many connections wait for their next use.

@@ -161,7 +161,10 @@ impl Store {
                 // every write take the store's connections (conn.rs, `PgConns`): 16 at most.
                 let pool = options(4).connect(&url).await?;
                 sqlx::migrate!("./migrations").run(&pool).await?;
-                (Writes::Pg(std::sync::Arc::new(conn::PgConns::new(&url))), pool, None)
+                let conns = std::sync::Arc::new(conn::PgConns::new(&url));
+                let minute = std::time::Duration::from_secs(60);
+                conn::PgConns::close_idle_ones(&conns, minute, conn::PgConns::IDLE_CLOSE);
+                (Writes::Pg(conns), pool, None)
             }
         };
         let notifier = Notifier::default();
@@ -255,6 +258,46 @@ mod tests {
         assert!(reads.iter().all(|r| matches!(r, Ok(Some(_)))), "every read after the drop works: {reads:?}");
         store.append(&new("t", "wf-2", status("t", TaskState::Working))).await.unwrap();
         assert_eq!(store.task_head("t").await.unwrap().unwrap().state, TaskState::Working);
+    }
+
+    /// The store's connections that stay idle are closed after a while (sqlx's pool did so
+    /// after 10 minutes): a harness gone quiet gives its database's connections back, and
+    /// the connection still in use stays. Here with 300 ms for 10 minutes.
+    #[tokio::test]
+    async fn connections_idle_for_long_are_closed_and_the_one_in_use_stays() {
+        let url = crate::testing::fresh_postgres_database().await.unwrap();
+        let conns = std::sync::Arc::new(crate::conn::PgConns::new(&url));
+        let limit = Duration::from_millis(300);
+        crate::conn::PgConns::close_idle_ones(&conns, Duration::from_millis(50), limit);
+        let mut admin = sqlx::AnyConnection::connect(&url).await.unwrap();
+        let mut open = async || -> i64 {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_one(&mut admin)
+            .await
+            .unwrap()
+        };
+        let taken = [conns.take().await.unwrap(), conns.take().await.unwrap(), conns.take().await.unwrap()];
+        taken.into_iter().for_each(crate::conn::PgConn::done);
+        assert_eq!(open().await, 3);
+        // One of them in use again, past the others' limit.
+        tokio::time::sleep(limit).await;
+        let again = conns.take().await.unwrap();
+        let mut left = 0;
+        for _ in 0..100 {
+            left = open().await;
+            if left == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(left, 1, "the two idle connections were closed, the one in use stayed");
+        assert_eq!(conns.idle(), 0);
+        let mut again = again;
+        assert_eq!(sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&mut again.conn).await.unwrap(), 1);
+        again.done();
+        assert_eq!(conns.idle(), 1);
     }
 
     /// Right after the server dropped the store's connections (no time for them to go idle
