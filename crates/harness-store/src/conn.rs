@@ -350,8 +350,10 @@ impl PgConns {
                     idle.drain(..fresh).map(|(conn, _)| conn).collect()
                 };
                 drop(conns);
+                // A clean goodbye to the server, not waited on for long (a server that no
+                // longer answers: the socket is dropped anyway).
                 for conn in old {
-                    let _ = conn.close().await;
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn.close()).await;
                 }
             }
         });
