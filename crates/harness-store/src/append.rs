@@ -364,7 +364,6 @@ struct Run {
     events: String,
     messages: String,
     artifacts: String,
-    pushed: Vec<bool>,
 }
 
 impl Run {
@@ -390,7 +389,6 @@ impl Run {
             events: serde_json::to_string(&events)?,
             messages,
             artifacts,
-            pushed: writes.iter().map(|(.., f)| f.pushed).collect(),
         }))
     }
 
@@ -708,8 +706,8 @@ impl Store {
         let first = last_seq - n + 1;
         Ok(Some(
             (first..)
-                .zip(run.pushed)
-                .map(|(seq, pushed)| Appended { seq, new: true, pushes: configs > 0 && pushed, rewrote: false })
+                .zip(writes)
+                .map(|(seq, (.., f))| Appended { seq, new: true, pushes: configs > 0 && f.pushed, rewrote: false })
                 .collect(),
         ))
     }

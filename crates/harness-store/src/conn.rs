@@ -386,6 +386,16 @@ impl PgConns {
 }
 
 impl PgConn<'_> {
+    /// Back to the connections after a write that ended with `written`, unless it found the
+    /// connection dead: then it is closed, and the idle ones with it (what ended it, ended
+    /// them too).
+    pub(crate) fn done_after<T>(self, written: &Result<T, StoreError>) {
+        match written {
+            Err(StoreError::Sql(e)) if is_dead(e) => self.home.forget_idle(),
+            _ => self.done(),
+        }
+    }
+
     /// Back to the connections, for the next caller.
     pub(crate) fn done(self) {
         let mut idle = self.home.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

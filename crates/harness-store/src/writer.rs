@@ -98,10 +98,7 @@ impl Writes {
                 let written = write(&mut Conn::Any(&mut taken.conn)).await;
                 // It may have run, so it does not run again; the idle connections are closed
                 // with the dead one, and the next write gets a new one.
-                match &written {
-                    Err(StoreError::Sql(e)) if crate::conn::is_dead(e) => conns.forget_idle(),
-                    _ => taken.done(),
-                }
+                taken.done_after(&written);
                 written
             }
             Self::Pg(conns) => {
@@ -126,10 +123,7 @@ impl Writes {
                         Err(_) => return Err(e),
                     },
                 };
-                match &written {
-                    Err(StoreError::Sql(e)) if crate::conn::is_dead(e) => conns.forget_idle(),
-                    _ => taken.done(),
-                }
+                taken.done_after(&written);
                 written
             }
             Self::Sqlite(writer) => {
