@@ -19,7 +19,7 @@ pub enum InboxOutcome {
 }
 
 impl InboxOutcome {
-    fn as_text(&self) -> String {
+    pub(crate) fn as_text(&self) -> String {
         match self {
             Self::Received => "received".into(),
             Self::Accepted(_) => "accepted".into(),

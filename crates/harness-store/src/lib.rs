@@ -49,7 +49,7 @@ pub use inbox::{InboxOutcome, InboxRow, PriorMessage, REFUSED_EXCERPT};
 pub use listing::{TaskPage, TaskQuery};
 pub use notifier::{Notifier, Wake};
 pub use push::{PUSH_LEASE, PendingPush, PushRow};
-pub use reads::{LoggedEvent, OpenTask, TaskHead, TaskRow};
+pub use reads::{LOG_PAGE, LoggedEvent, OpenTask, TaskHead, TaskRow};
 
 /// Seconds a write waited from its hand-over to its commit (issue 32): on SQLite, the group
 /// commit's queue and batch; on Postgres, a pooled connection and its transaction.

@@ -10,6 +10,8 @@ use std::sync::LazyLock;
 /// How many of a task's newest accepted messages [`Store::unstored_messages`] looks at: more
 /// than a turn has queued behind it in any use seen.
 const UNSTORED_LOOK: i64 = 64;
+/// How many events one read of a task's log takes at most.
+pub const LOG_PAGE: i64 = 256;
 
 /// An event read back from the log.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,6 +107,12 @@ fn items<T: serde::de::DeserializeOwned>(joined: Option<&str>) -> Result<Vec<T>,
     }
 }
 
+/// Events the database wrote as `[seq, event]` items, in the log's order.
+fn logged(joined: Option<&str>) -> Result<Vec<LoggedEvent>, StoreError> {
+    let placed = in_place_order(items::<(i64, StreamResponse)>(joined)?);
+    Ok(placed.into_iter().map(|(seq, event)| LoggedEvent { seq, event }).collect())
+}
+
 /// Items read with their places, ordered by place.
 fn in_place_order<T>(mut placed: Vec<(i64, T)>) -> Vec<(i64, T)> {
     placed.sort_unstable_by_key(|(place, _)| *place);
@@ -121,6 +129,28 @@ impl Store {
             )
             .await?;
         rows.iter().map(|r| Ok(LoggedEvent { seq: r.int(0)?, event: serde_json::from_str(&r.text(1)?)? })).collect()
+    }
+
+    /// [`Store::events_after`] and, in the same read, how often the task's log was cut back
+    /// (its epoch, which a streamed event's id carries; 0 while its log has not begun): a
+    /// stream's first read (issue 31: one read less per streamed message).
+    pub async fn events_after_in_epoch(
+        &self,
+        task_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<(Vec<LoggedEvent>, i64), StoreError> {
+        let rows = self
+            .read_rows(
+                "SELECT CASE WHEN t.snapshot <> '' THEN t.rewrites ELSE 0 END, \
+                 (SELECT string_agg('[' || e.seq || ',' || e.body || ']', ',') FROM (SELECT seq, body FROM events \
+                   WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) e) \
+                 FROM tasks t WHERE t.task_id = $1",
+                args![task_id, after, limit],
+            )
+            .await?;
+        let Some(r) = rows.first() else { return Ok((Vec::new(), 0)) };
+        Ok((logged(r.opt_text(1)?.as_deref())?, r.int(0)?))
     }
 
     /// State, context and newest seq of a task whose log has begun (no snapshot parsing).
@@ -150,6 +180,54 @@ impl Store {
         history_length: Option<i32>,
         artifacts: Artifacts,
     ) -> Result<Option<TaskRow>, StoreError> {
+        Ok(self.log_and_task(task_id, None, history_length, artifacts).await?.1)
+    }
+
+    /// The events of a task after seq `after` (at most [`LOG_PAGE`], as
+    /// [`Store::events_after`] reads them) and its row as [`Store::task_with`] reads it, in
+    /// one statement when `after` is given: a blocking SendMessage's answer is the log
+    /// from its receipt to the final event and the row, and with an instant model the
+    /// final event is there when the message is accepted (issue 31: one read less per
+    /// message). The row is read in the same snapshot as the events, or after it.
+    pub async fn log_and_task(
+        &self,
+        task_id: &str,
+        after: Option<i64>,
+        history_length: Option<i32>,
+        artifacts: Artifacts,
+    ) -> Result<(Vec<LoggedEvent>, Option<TaskRow>), StoreError> {
+        self.log_and_task_after(task_id, after, history_length, artifacts, None).await
+    }
+
+    /// Records that the workflow accepted the audited message `request_id` with its receipt
+    /// at `cursor` (as [`Store::set_inbox_outcome`]), then reads the log after `cursor` and
+    /// the task's row (as [`Store::log_and_task`]): what a blocking SendMessage does once its
+    /// message is accepted. On Postgres the write and the read are one statement (issue 31).
+    pub async fn accepted_then_log_and_task(
+        &self,
+        request_id: &str,
+        task_id: &str,
+        cursor: i64,
+        history_length: Option<i32>,
+        artifacts: Artifacts,
+    ) -> Result<(Vec<LoggedEvent>, Option<TaskRow>), StoreError> {
+        if let crate::Writes::Sqlite(_) = &self.writes {
+            self.set_inbox_outcome(request_id, crate::InboxOutcome::Accepted(cursor)).await?;
+            return self.log_and_task(task_id, Some(cursor), history_length, artifacts).await;
+        }
+        self.log_and_task_after(task_id, Some(cursor), history_length, artifacts, Some(request_id)).await
+    }
+
+    /// [`Store::log_and_task`], writing first in the same statement the outcome of an
+    /// accepted message (`accepted`, its audit row's request id; Postgres only, with `after`).
+    async fn log_and_task_after(
+        &self,
+        task_id: &str,
+        after: Option<i64>,
+        history_length: Option<i32>,
+        artifacts: Artifacts,
+        accepted: Option<&str>,
+    ) -> Result<(Vec<LoggedEvent>, Option<TaskRow>), StoreError> {
         let history_limit = match history_length {
             None => i64::MAX,
             Some(n) => i64::from(n.max(0)),
@@ -167,14 +245,21 @@ impl Store {
         }
         .filter(|tail| tail.messages.len() as i64 >= history_limit || tail.first == 0);
         let Some(tail) = tail else {
-            return self.task_with_whole_window(task_id, history_limit, artifacts_limit).await;
+            let (events, read) =
+                self.task_row(task_id, history_limit, artifacts_limit, -1, None, after, accepted).await?;
+            let Some(read) = read else {
+                self.tails.forget(task_id);
+                return Ok((events, None));
+            };
+            return Ok((events, Some(self.keep_tail(task_id, history_limit, artifacts_limit, read))));
         };
         let held = tail.artifacts.as_ref().filter(|a| a.limit == artifacts_limit && a.fresh());
-        let Some(mut read) =
-            self.task_row(task_id, history_limit, artifacts_limit, tail.last(), held.map(|a| a.seq)).await?
-        else {
+        let (events, read) = self
+            .task_row(task_id, history_limit, artifacts_limit, tail.last(), held.map(|a| a.seq), after, accepted)
+            .await?;
+        let Some(mut read) = read else {
             self.tails.forget(task_id);
-            return Ok(None);
+            return Ok((events, None));
         };
         let added = std::mem::take(&mut read.row.task.history);
         // The tail holds when no cut came since (the rows it holds are still there) and the
@@ -185,7 +270,8 @@ impl Store {
         let Some((kept, bytes)) =
             holds.then(|| tail.extended(added, read.history_bytes, history_limit as usize)).flatten()
         else {
-            return self.task_with_whole_window(task_id, history_limit, artifacts_limit).await;
+            // Read again whole: later than the events, as a row read after them would be.
+            return Ok((events, self.task_with_whole_window(task_id, history_limit, artifacts_limit).await?));
         };
         let answered = kept.len().saturating_sub(history_limit as usize);
         read.row.task.history = kept[answered..].to_vec();
@@ -200,7 +286,7 @@ impl Store {
         let tail =
             crate::tails::Tail { rewrites: read.rewrites, first, messages: kept, bytes, artifacts: Some(artifacts) };
         self.tails.put(task_id, tail);
-        Ok(Some(read.row))
+        Ok((events, Some(read.row)))
     }
 
     /// [`Store::task_with`] read without a tail: the whole window, kept as the task's tail.
@@ -210,7 +296,7 @@ impl Store {
         history_limit: i64,
         artifacts_limit: i64,
     ) -> Result<Option<TaskRow>, StoreError> {
-        let Some(read) = self.task_row(task_id, history_limit, artifacts_limit, -1, None).await? else {
+        let Some(read) = self.task_row(task_id, history_limit, artifacts_limit, -1, None, None, None).await?.1 else {
             self.tails.forget(task_id);
             return Ok(None);
         };
@@ -243,7 +329,10 @@ impl Store {
     /// The task's row with the newest `history_limit` of its messages after index `after`
     /// (all: -1), and its newest `artifacts_limit` artifacts by place, or when
     /// `artifacts_after` is given every artifact written by an event after that seq, in
-    /// one statement.
+    /// one statement; with `events_after`, the log's events after that seq too, and with
+    /// `accepted` (Postgres), first the audit row's outcome of that request, accepted at
+    /// `events_after`.
+    #[allow(clippy::too_many_arguments)]
     async fn task_row(
         &self,
         task_id: &str,
@@ -251,7 +340,9 @@ impl Store {
         artifacts_limit: i64,
         after: i64,
         artifacts_after: Option<i64>,
-    ) -> Result<Option<ReadRow>, StoreError> {
+        events_after: Option<i64>,
+        accepted: Option<&str>,
+    ) -> Result<(Vec<LoggedEvent>, Option<ReadRow>), StoreError> {
         // One statement (issue 31): the row, with its newest history and artifacts written
         // into it as JSON arrays' items by the database (each as `[place, item]`, in no
         // order: an aggregate with an ORDER BY costs SQLite a temporary b-tree on every run,
@@ -259,36 +350,65 @@ impl Store {
         // (`task_artifacts_by_place`) or from a seq (`task_artifacts_by_seq`), so the cost is
         // what is read; and the first and last index of the messages read, and the count of
         // the log's cuts, which say whether a tail kept from before still holds (tails.rs).
-        // $3 is the artifacts' limit, or the seq they were written after.
-        fn row(artifacts: &str) -> String {
+        // $3 is the artifacts' limit, or the seq they were written after. With the log, its
+        // events after $5 (at most $6) as `[seq, event]` items, from the events' table
+        // outside the task's row: a task with no row yet reads none. With an outcome, the
+        // audit row $7 takes outcome $8 and cursor $5 first (Postgres runs a data-modifying
+        // WITH once, whatever the query reads of it).
+        fn row(artifacts: &str, events: bool, accepted: bool) -> String {
+            let (events, accepted) = match (events, accepted) {
+                (false, _) => ("NULL", ""),
+                (true, accepted) => (
+                    "(SELECT string_agg('[' || e.seq || ',' || e.body || ']', ',') FROM (SELECT seq, body FROM events \
+                     WHERE task_id = $1 AND seq > $5 ORDER BY seq LIMIT $6) e)",
+                    if accepted {
+                        "WITH o AS (UPDATE inbox SET outcome = $8, receipt_cursor = $5 WHERE request_id = $7) "
+                    } else {
+                        ""
+                    },
+                ),
+            };
             format!(
-                "SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \
+                "{accepted}SELECT t.snapshot, t.state, t.status, t.status_md, t.last_seq, t.task_queue, \
                  (SELECT string_agg('[' || h.idx || ',' || h.message || ']', ',') FROM (SELECT idx, message \
                    FROM task_history WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history, \
                  (SELECT string_agg('[' || a.idx || ',' || a.body || ']', ',') FROM {artifacts} a) AS artifacts, \
                  t.rewrites, \
                  (SELECT MIN(h.idx) FROM (SELECT idx FROM task_history \
                    WHERE task_id = $1 AND idx > $4 ORDER BY idx DESC LIMIT $2) h) AS history_from, \
-                 (SELECT MAX(idx) FROM task_history WHERE task_id = $1) AS history_to \
+                 (SELECT MAX(idx) FROM task_history WHERE task_id = $1) AS history_to, \
+                 {events} AS events \
                  FROM tasks t WHERE t.task_id = $1"
             )
         }
-        static NEWEST: LazyLock<String> = LazyLock::new(|| {
-            row("(SELECT idx, body FROM task_artifacts WHERE task_id = $1 ORDER BY idx DESC LIMIT $3)")
+        // By [artifacts newest, written after][nothing more, the log, the log after an outcome].
+        static SQL: LazyLock<[[String; 3]; 2]> = LazyLock::new(|| {
+            let newest = "(SELECT idx, body FROM task_artifacts WHERE task_id = $1 ORDER BY idx DESC LIMIT $3)";
+            let written_after = "(SELECT idx, body FROM task_artifacts WHERE task_id = $1 AND seq > $3)";
+            [newest, written_after].map(|a| [row(a, false, false), row(a, true, false), row(a, true, true)])
         });
-        static WRITTEN_AFTER: LazyLock<String> =
-            LazyLock::new(|| row("(SELECT idx, body FROM task_artifacts WHERE task_id = $1 AND seq > $3)"));
-        let (sql, third) = match artifacts_after {
-            None => (&*NEWEST, artifacts_limit),
-            Some(seq) => (&*WRITTEN_AFTER, seq),
+        let (artifacts, third) = match artifacts_after {
+            None => (0, artifacts_limit),
+            Some(seq) => (1, seq),
         };
-        let rows = self.read_rows(sql, args![task_id, history_limit, third, after]).await?;
+        let rows = match (events_after, accepted) {
+            (None, _) => self.read_rows(&SQL[artifacts][0], args![task_id, history_limit, third, after]).await?,
+            (Some(seq), None) => {
+                self.read_rows(&SQL[artifacts][1], args![task_id, history_limit, third, after, seq, LOG_PAGE]).await?
+            }
+            (Some(seq), Some(request_id)) => {
+                let outcome = crate::InboxOutcome::Accepted(seq).as_text();
+                let args = args![task_id, history_limit, third, after, seq, LOG_PAGE, request_id, &outcome];
+                self.read_rows(&SQL[artifacts][2], args).await?
+            }
+        };
         let Some(r) = rows.first() else {
-            return Ok(None);
+            return Ok((Vec::new(), None));
         };
+        let events = logged(r.opt_text(11)?.as_deref())?;
         let snapshot = r.text(0)?;
         if snapshot.is_empty() {
-            return Ok(None);
+            return Ok((events, None));
         }
         let mut task: Task = serde_json::from_str(&snapshot)?;
         let state: TaskState = r.text(1)?.parse().unwrap_or_default();
@@ -302,7 +422,7 @@ impl Store {
         let history = r.opt_text(6)?;
         task.history = in_place_order(items(history.as_deref())?).into_iter().map(|(_, m)| m).collect();
         let artifacts = r.opt_text(7)?;
-        Ok(Some(ReadRow {
+        let read = ReadRow {
             history_bytes: history.map_or(0, |h| h.len()),
             placed: in_place_order(items(artifacts.as_deref())?),
             artifacts_bytes: artifacts.map_or(0, |a| a.len()),
@@ -316,8 +436,10 @@ impl Store {
             rewrites: r.int(8)?,
             history_from: r.opt_int(9)?,
             history_to: r.opt_int(10)?.unwrap_or(-1),
-        }))
+        };
+        Ok((events, Some(read)))
     }
+
     /// The task queue that owns a task, when its log has begun (S19).
     pub async fn task_queue_of(&self, task_id: &str) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT task_queue FROM tasks WHERE task_id = $1")

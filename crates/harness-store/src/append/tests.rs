@@ -14,6 +14,7 @@ on_both!(an_answers_artifacts_read_on_a_kept_tail_are_the_stored_ones_also_when_
 on_both!(a_run_of_chunks_appended_together_is_what_appending_each_writes, chunk_runs);
 on_both!(a_turn_appended_together_counts_its_senders_message_once, turn_together);
 on_both!(a_batch_appended_together_leaves_what_its_events_one_by_one_leave, together_as_one_by_one);
+on_both!(a_log_read_with_its_answer_is_the_log_and_the_answer_read_apart, log_with_answer);
 
 async fn gap_free_idempotent_fenced(store: Store) {
     let a = store.append(&new("t", "k1", status("t", TaskState::Working))).await.unwrap();
@@ -330,6 +331,83 @@ async fn answers_on_tails(store: Store) {
     let seen = store.task_head(t).await.unwrap().unwrap();
     assert!(store.cut_back(t, &seen, seen.last_seq - 2, Stored { history: 6, artifacts: 3 }, &head).await.unwrap());
     assert_eq!(answer(3).await, ["echo: say 2", "say 3", "echo: say 3"]);
+}
+
+/// Issue 31: a blocking SendMessage reads the log from its receipt and the answer's row in
+/// one statement (`log_and_task`). What it reads is what the log's read (`events_after`)
+/// and the row's (`task_with`) give apart: on a task with no tail kept, on the tail the last
+/// answer kept, after a cut, from the log's start, with nothing after the cursor, and for a
+/// task that has no row.
+async fn log_with_answer(store: Store) {
+    let t = "t";
+    let both = |after: i64| {
+        let store = store.clone();
+        async move {
+            let answer = store.log_and_task(t, Some(after), Some(3), crate::Artifacts::Newest(2)).await.unwrap();
+            let events: Vec<(i64, StreamResponse)> = answer.0.into_iter().map(|e| (e.seq, e.event)).collect();
+            (events, answer.1)
+        }
+    };
+    let apart = |after: i64| {
+        let store = store.clone();
+        async move {
+            let events = store.events_after(t, after, crate::LOG_PAGE).await.unwrap();
+            let row = store.task_with(t, Some(3), crate::Artifacts::Newest(2)).await.unwrap();
+            (events.into_iter().map(|e| (e.seq, e.event)).collect::<Vec<_>>(), row)
+        }
+    };
+    assert_eq!(both(0).await, (Vec::new(), None), "no task, no row");
+    let mut open = new(t, "wf-1", status(t, TaskState::Submitted));
+    open.snapshot = Some(Task { id: t.into(), context_id: "c".into(), ..Default::default() });
+    store.append(&open).await.unwrap();
+    for n in 1..=4 {
+        let cursor = store.task_head(t).await.unwrap().unwrap().last_seq;
+        turn(&store, t, n, &format!("say {n}"), "2026-01-01T00:00:01Z", 2 * i64::from(n) - 2).await;
+        if n == 1 {
+            store.tails.forget(t);
+        }
+        let read = both(cursor).await;
+        assert_eq!(read.0.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [cursor + 1, cursor + 2, cursor + 3]);
+        assert_eq!(read, apart(cursor).await, "turn {n}");
+        let row = read.1.unwrap();
+        assert_eq!(row.task.history.last().unwrap().text(), format!("echo: say {n}"), "the answer has its reply");
+        assert_eq!(row.state, TaskState::InputRequired);
+    }
+    let last = store.task_head(t).await.unwrap().unwrap().last_seq;
+    assert_eq!(both(0).await, apart(0).await, "from the log's start");
+    assert_eq!(both(0).await.0.len() as i64, last);
+    let (none, row) = both(last).await;
+    assert!(none.is_empty() && row.is_some(), "nothing after the cursor, and the row");
+    // Turn 4 is cut off and another takes its place: the answer read on the tail is the
+    // stored one.
+    let seen = store.task_head(t).await.unwrap().unwrap();
+    let mut head = Task { id: t.into(), context_id: "c".into(), ..Default::default() };
+    head.status.state = TaskState::InputRequired;
+    assert!(store.cut_back(t, &seen, 11, Stored { history: 6, artifacts: 3 }, &head).await.unwrap());
+    turn(&store, t, 4, "other", "2026-01-01T00:00:02Z", 6).await;
+    let read = both(10).await;
+    assert_eq!(read, apart(10).await, "after a cut");
+    // A stream's first read: the events with the log's epoch, the count of its cuts.
+    let (events, epoch) = store.events_after_in_epoch(t, 10, crate::LOG_PAGE).await.unwrap();
+    assert_eq!(events, store.events_after(t, 10, crate::LOG_PAGE).await.unwrap());
+    assert_eq!((events.len(), epoch), (3, store.task_head(t).await.unwrap().unwrap().rewrites));
+    assert!(epoch > 0, "the log was cut");
+    assert_eq!(store.events_after_in_epoch("none", 0, crate::LOG_PAGE).await.unwrap(), (Vec::new(), 0));
+    let texts = read.1.unwrap().task.history.iter().map(|m| m.text()).collect::<Vec<_>>();
+    assert_eq!(texts, ["echo: say 3", "other", "echo: other"]);
+
+    // Read as the audit row of the accepted message takes its outcome (one statement on
+    // Postgres): the same log and row, and the row's outcome and receipt's cursor written.
+    let sent = Message { role: a2a_types::Role::User, ..Message::agent_text("u5", "five") };
+    store.record_inbox("r5", t, &sent, crate::InboxOutcome::Received, "").await.unwrap();
+    let cursor = store.task_head(t).await.unwrap().unwrap().last_seq;
+    turn(&store, t, 5, "five", "2026-01-01T00:00:03Z", 8).await;
+    let read = store.accepted_then_log_and_task("r5", t, cursor, Some(3), crate::Artifacts::Newest(2)).await.unwrap();
+    let read = (read.0.into_iter().map(|e| (e.seq, e.event)).collect::<Vec<_>>(), read.1);
+    assert_eq!(read, apart(cursor).await, "read with the outcome");
+    let prior = store.prior_message(t, "u5").await.unwrap().unwrap();
+    assert!(prior.accepted(), "{prior:?}");
+    assert_eq!(prior.cursor, Some(cursor));
 }
 
 /// Issue 31: an answer's newest artifacts read on the tail kept from the answer before
