@@ -119,6 +119,44 @@ async fn return_immediately_answers_with_a_non_terminal_task_whose_inbox_row_alr
     assert!(rows[0].body.contains("take your time"));
 }
 
+/// S5, issue 31: a stream's first event is sent as soon as the workflow accepted the message,
+/// and the audit row's outcome is written after it, whatever the client does: here it hangs
+/// up at the first event. The row ends accepted with its receipt's cursor, once, and a retry
+/// of the message is answered from it.
+#[tokio::test]
+async fn a_streamed_messages_outcome_is_written_even_when_its_client_leaves_at_the_first_event() {
+    let h = HarnessProcess::start(HarnessOptions { script: Some(SLOW_SCRIPT.into()), ..Default::default() }).await;
+    let c = h.client();
+    let opened = c.send(user_text("open"), json!({})).await;
+    let id = opened["result"]["task"]["id"].as_str().unwrap().to_string();
+    let store = h.store().await;
+    let cursor = store.task_head(&id).await.unwrap().unwrap().last_seq;
+    let mut message = user_text("stream me");
+    message["taskId"] = json!(id);
+    let mut stream = c.open_stream("/message:stream", None, json!({"message": message})).await;
+    let first = stream.next().await.expect("a first event");
+    assert_eq!(kind(&first), "task", "{first}");
+    drop(stream);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let rows = loop {
+        let rows = store.inbox_of(&id).await.unwrap();
+        if rows.iter().all(|r| r.outcome != "received") || std::time::Instant::now() > deadline {
+            break rows;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r.outcome == "accepted"), "{rows:?}");
+    let prior = store.prior_message(&id, message["messageId"].as_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(prior.cursor, Some(cursor), "the receipt's cursor: the log's end when the message was accepted");
+    // A retry of the streamed message is answered from its outcome: its first turn's reply,
+    // and no second turn.
+    let again = c.send(message.clone(), json!({})).await;
+    assert_eq!(again["result"]["task"]["status"]["message"]["parts"][0]["text"], "slow reply", "{again}");
+    let turns = store.inbox_of(&id).await.unwrap();
+    assert_eq!(turns.len(), 2, "a retry answered from the audit writes no row: {turns:?}");
+}
+
 #[tokio::test]
 async fn get_task_answers_while_the_workflow_runs_and_from_the_store_after_it_closed() {
     let h = HarnessProcess::start(HarnessOptions {

@@ -4,7 +4,7 @@
 
 use super::access::{Access, Caller, Role};
 use super::controls::{self, PolicyPoint, PolicyRequest};
-pub(super) use super::pending::{Accepted, Pending};
+pub(super) use super::pending::{Accepted, AnswerBy, AnswerRead, Delivered, Pending};
 use super::push::SealedPush;
 use super::{HarnessHandler, store_error};
 use a2a_server::CallContext;
@@ -50,16 +50,15 @@ enum Step<T> {
 
 impl HarnessHandler {
     /// Validates, redacts and audits a message, and starts its delivery to the task's inbox
-    /// (S4, S5, S7). `want_snapshot`: also read the stored snapshot of a continued task
-    /// before delivering (a stream or `returnImmediately` answers with it).
+    /// (S4, S5, S7), for an answer `by`.
     pub(super) async fn admit(
         &self,
         ctx: &CallContext,
         req: SendMessageRequest,
-        want_snapshot: bool,
+        by: AnswerBy,
     ) -> Result<Pending, A2AError> {
         let request_id = uuid::Uuid::new_v4().to_string();
-        match self.admission(&request_id, ctx, &req, want_snapshot).await {
+        match self.admission(&request_id, ctx, &req, by).await {
             Ok(pending) => {
                 crate::hosting::record_task_id(&pending.task_id);
                 Ok(pending)
@@ -81,7 +80,7 @@ impl HarnessHandler {
         request_id: &str,
         ctx: &CallContext,
         req: &SendMessageRequest,
-        want_snapshot: bool,
+        by: AnswerBy,
     ) -> Result<Pending, Refused> {
         let caller =
             self.caller(ctx, &[req.message.as_ref().and_then(|m| m.metadata.as_ref()), req.metadata.as_ref()]).await?;
@@ -99,7 +98,7 @@ impl HarnessHandler {
         let mut target = if message.task_id.is_empty() {
             self.new_target(&message)
         } else {
-            match self.continued(&caller, &message, want_snapshot).await? {
+            match self.continued(&caller, &message, by.wants_snapshot()).await? {
                 Step::Answered(pending) => return self.answered(*pending, push, kind).await,
                 Step::Next(target) => target,
             }
@@ -123,7 +122,7 @@ impl HarnessHandler {
             self.store.set_inbox_outcome(request_id, outcome).await.map_err(store_error)?;
             return Err(Refused::Unaudited(error));
         }
-        Ok(self.start_delivery(request_id, &caller, message, target, kind))
+        Ok(self.start_delivery(request_id, &caller, message, target, kind, by, req))
     }
 
     /// A retry answered with its first outcome; its inline push config, if any, goes to the
@@ -381,7 +380,11 @@ impl HarnessHandler {
     }
 
     /// Starts the message's update-with-start in a task of its own; it writes the audit
-    /// row's outcome (S5) whatever becomes of the caller.
+    /// row's outcome (S5) whatever becomes of the caller, and hands the workflow's answer
+    /// over as the answer `by` needs it ([`AnswerBy`]): for a blocking SendMessage, with
+    /// the log from the receipt and the task's row, read as the outcome is written (one
+    /// statement on Postgres, issue 31).
+    #[allow(clippy::too_many_arguments)]
     fn start_delivery(
         &self,
         request_id: &str,
@@ -389,6 +392,8 @@ impl HarnessHandler {
         message: Message,
         target: Target,
         kind: ItemKind,
+        by: AnswerBy,
+        req: &SendMessageRequest,
     ) -> Pending {
         let s = &self.settings;
         let skip_working = s.provider.as_ref().is_some_and(|p| !p.shows_working(&message));
@@ -435,9 +440,15 @@ impl HarnessHandler {
             tools: s.tool_limits.clone(),
         };
         let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
+        let task_id = target.task_id.clone();
+        let read = (by == AnswerBy::End).then(|| {
+            let history = req.configuration.as_ref().and_then(|c| c.history_length);
+            AnswerRead { history_length: self.answer_history(history), artifacts: self.answer_artifacts() }
+        });
+        let (handover, delivery) = tokio::sync::oneshot::channel();
         // Boxed: the delivery's future (the Temporal client's call within) is large, and a
         // spawned future is moved whole into its task and again when it ends (issue 31).
-        let delivery = tokio::spawn(Box::pin(async move {
+        tokio::spawn(Box::pin(async move {
             let outcome = temporal.deliver(&store, input, item).await;
             // Counted where its audit row is settled: once per delivered message, whether
             // or not its sender still waits (a retry answered from its receipt is not).
@@ -446,8 +457,27 @@ impl HarnessHandler {
                 Ok(receipt) => InboxOutcome::Accepted(receipt.cursor),
                 Err(e) => InboxOutcome::Refused(e.message.clone()),
             };
-            store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
-            outcome
+            let delivered = match (outcome, read) {
+                (Ok(receipt), Some(a)) => store
+                    .accepted_then_log_and_task(&request_id, &task_id, receipt.cursor, a.history_length, a.artifacts)
+                    .await
+                    .map_err(store_error)
+                    .map(|read| Delivered { receipt, read: Some(read) }),
+                (Ok(receipt), None) if by == AnswerBy::Stream => {
+                    let _ = handover.send(Ok(Delivered { receipt, read: None }));
+                    // The audit row already holds the message (S5); a retry that finds no
+                    // outcome yet is delivered again and answered with the same receipt.
+                    if let Err(e) = store.set_inbox_outcome(&request_id, audit).await {
+                        tracing::warn!(error = %e, task_id = %task_id, "could not write an accepted message's outcome");
+                    }
+                    return;
+                }
+                (outcome, _) => match store.set_inbox_outcome(&request_id, audit).await {
+                    Ok(()) => outcome.map(|receipt| Delivered { receipt, read: None }),
+                    Err(e) => Err(store_error(e)),
+                },
+            };
+            let _ = handover.send(delivered);
         }));
         Pending {
             task_id: target.task_id,

@@ -122,8 +122,13 @@ impl HarnessHandler {
     /// newest `history_length` messages (the window's when unset) and the newest artifacts,
     /// so an answer costs the same in a long conversation as in a short one (issue 15).
     async fn answer_row(&self, task_id: &str, history_length: Option<i32>) -> Result<Option<TaskRow>, A2AError> {
-        let artifacts = harness_store::Artifacts::Newest(i64::from(self.settings.answer_window));
+        let artifacts = self.answer_artifacts();
         self.store.task_with(task_id, self.answer_history(history_length), artifacts).await.map_err(store_error)
+    }
+
+    /// The artifacts an answer to one message keeps: the window's newest.
+    fn answer_artifacts(&self) -> harness_store::Artifacts {
+        harness_store::Artifacts::Newest(i64::from(self.settings.answer_window))
     }
 
     /// The history length an answer to one message keeps: the client's, else the window.

@@ -14,6 +14,47 @@ pub(crate) struct Accepted {
     pub message: Message,
     /// The stored snapshot read before delivery, when asked for (a continued task).
     pub before: Option<Task>,
+    /// The log from the receipt and the task's row, when read with the outcome.
+    pub read: Option<LogAndRow>,
+}
+
+/// Events of a task's log and its row, read together.
+pub(crate) type LogAndRow = (Vec<harness_store::LoggedEvent>, Option<harness_store::TaskRow>);
+
+/// What a blocking SendMessage's answer reads of the task's row.
+pub(crate) struct AnswerRead {
+    pub history_length: Option<i32>,
+    pub artifacts: harness_store::Artifacts,
+}
+
+/// How a SendMessage answers: what it reads before delivering, and when its delivery hands
+/// the workflow's receipt over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AnswerBy {
+    /// With the task as accepted (`returnImmediately`): once the audit row's outcome is
+    /// written.
+    Task,
+    /// With the task at the newest final event (a blocking SendMessage): the delivery reads
+    /// the log from the receipt and the task's row as it writes the outcome.
+    End,
+    /// With a stream of the task's log: the receipt is handed over at once and the outcome
+    /// written after, so the first event waits for nothing more than the workflow's answer.
+    Stream,
+}
+
+impl AnswerBy {
+    /// The stored snapshot of a continued task is read before delivering (the answer is
+    /// the task as accepted).
+    pub fn wants_snapshot(self) -> bool {
+        self != Self::End
+    }
+}
+
+/// What a delivery ends with: the workflow's receipt and, when asked for, the log from it
+/// and the task's row, read as the audit row's outcome was written.
+pub(crate) struct Delivered {
+    pub receipt: Receipt,
+    pub read: Option<LogAndRow>,
 }
 
 /// A message durable in its task's inbox (S5) whose delivery runs in a task of its own.
@@ -30,9 +71,10 @@ pub(crate) struct Pending {
     /// A brief alone opened a task that waits for its first message (a one-shot): the
     /// answer is the Task.
     pub(super) opened_only: bool,
-    /// Update-with-start, then the audit row's outcome: they complete even when the caller
-    /// goes away before them.
-    pub(super) delivery: tokio::task::JoinHandle<Result<Receipt, A2AError>>,
+    /// Update-with-start's answer, handed over by the task that runs it and writes the audit
+    /// row's outcome: they complete even when the caller goes away before them. Closed
+    /// without an answer when that task ended without one.
+    pub(super) delivery: tokio::sync::oneshot::Receiver<Result<Delivered, A2AError>>,
 }
 
 impl Pending {
@@ -45,7 +87,8 @@ impl Pending {
         direct: bool,
         receipt: Receipt,
     ) -> Self {
-        let delivery = tokio::spawn(async move { Ok(receipt) });
+        let (tx, delivery) = tokio::sync::oneshot::channel();
+        let _ = tx.send(Ok(Delivered { receipt, read: None }));
         Self { task_id, message, before, new_task, direct, kind: ItemKind::Message, opened_only: false, delivery }
     }
 
@@ -74,10 +117,10 @@ impl Pending {
 
     /// Waits for the workflow's answer to the message.
     pub async fn accepted(self) -> Result<Accepted, A2AError> {
-        let receipt = self
+        let Delivered { receipt, read } = self
             .delivery
             .await
-            .map_err(|e| A2AError::internal(format!("the delivery of the message failed: {e}")))??;
-        Ok(Accepted { task_id: self.task_id, receipt, message: self.message, before: self.before })
+            .map_err(|_| A2AError::internal("the delivery of the message ended without the workflow's answer"))??;
+        Ok(Accepted { task_id: self.task_id, receipt, message: self.message, before: self.before, read })
     }
 }

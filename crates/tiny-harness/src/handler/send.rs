@@ -2,7 +2,7 @@
 //! before Temporal committed the message's acceptance (S5).
 
 use super::HarnessHandler;
-use super::admission::Accepted;
+use super::admission::{Accepted, AnswerBy};
 use super::stream::StopAt;
 use a2a_server::{CallContext, EventStream, StreamItem};
 use a2a_types::{
@@ -18,7 +18,8 @@ impl HarnessHandler {
         req: SendMessageRequest,
     ) -> Result<SendMessageResponse, A2AError> {
         let config = req.configuration.clone().unwrap_or_default();
-        let pending = crate::metrics::refusal(self.admit(ctx, req, config.return_immediately).await)?;
+        let by = if config.return_immediately { AnswerBy::Task } else { AnswerBy::End };
+        let pending = crate::metrics::refusal(self.admit(ctx, req, by).await)?;
         if config.return_immediately {
             let task = self.accepted_task(pending.accepted().await?).await?;
             return Ok(SendMessageResponse::Task(task.with_history_length(self.answer_history(config.history_length))));
@@ -29,15 +30,32 @@ impl HarnessHandler {
         let (task_id, direct, stop) = (pending.task_id.clone(), pending.direct, pending.stop_at());
         let message_id = pending.message_id().to_string();
         let accepted = pending.accepted().await?;
-        let log = self.log_to_answer(accepted.task_id, accepted.receipt.cursor, stop.clone());
-        let mut status = super::stream::final_status(log).await?;
+        let (mut status, row) = self
+            .answer_at_end(
+                accepted.task_id,
+                accepted.receipt.cursor,
+                stop.clone(),
+                config.history_length,
+                accepted.read,
+            )
+            .await?;
         if stop == StopAt::Final {
             status = self.with_own_reply(&task_id, &message_id, status).await?;
         }
         if direct && let Some(reply) = direct_reply(status.as_ref()) {
             return Ok(SendMessageResponse::Message(reply));
         }
-        let task = self.task_with_status(&task_id, status, config.history_length).await?;
+        let task = match row {
+            // The row read with the log: its status is the one the log ended at.
+            Some(row) => {
+                let mut task = row.task;
+                if let Some(status) = status {
+                    task.status = status;
+                }
+                task
+            }
+            None => self.task_with_status(&task_id, status, config.history_length).await?,
+        };
         Ok(SendMessageResponse::Task(task.with_history_length(self.answer_history(config.history_length))))
     }
 
@@ -47,7 +65,7 @@ impl HarnessHandler {
         ctx: &CallContext,
         req: SendMessageRequest,
     ) -> Result<EventStream, A2AError> {
-        let pending = crate::metrics::refusal(self.admit(ctx, req, true).await)?;
+        let pending = crate::metrics::refusal(self.admit(ctx, req, AnswerBy::Stream).await)?;
         let (new_task, direct, stop) = (pending.new_task, pending.direct, pending.stop_at());
         // S5: the stream starts once Temporal committed the message's acceptance.
         let accepted = pending.accepted().await?;

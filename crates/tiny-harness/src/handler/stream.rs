@@ -103,25 +103,16 @@ impl HarnessHandler {
             let mut wake = store.notifier().subscribe(&task_id);
             let mut rewrites = wake.borrow().rewrites;
             let mut cursor = after;
-            // The log's epoch (how often it was cut back), which every event's id carries.
-            let epoch_of = |store: harness_store::Store, task_id: String| async move {
-                if !streamed {
-                    return Ok(0);
-                }
-                store.task_head(&task_id).await.map(|h| h.map_or(0, |h| h.rewrites))
-            };
-            let mut epoch = match epoch_of(store.clone(), task_id.clone()).await {
-                Ok(e) => e,
-                Err(e) => {
-                    yield Err(store_error(e));
-                    return;
-                }
-            };
+            // The log's epoch (how often it was cut back), which a streamed event's id
+            // carries: read with the events (`None`: with the next ones), in the same read.
+            let mut epoch = (!streamed).then_some(0);
             loop {
                 let now = *wake.borrow();
                 if now.rewrites != rewrites {
                     rewrites = now.rewrites;
-                    epoch = epoch_of(store.clone(), task_id.clone()).await.unwrap_or(epoch + 1);
+                    if streamed {
+                        epoch = None;
+                    }
                     if !streamed && now.rewound_from > after && now.rewound_from <= cursor {
                         // An answer built from the log's end has sent nothing yet: it reads on
                         // from the cut, where the retried workflow task appends again. (A cut
@@ -143,18 +134,23 @@ impl HarnessHandler {
                         return;
                     }
                 }
-                let batch = match store.events_after(&task_id, cursor, 256).await {
-                    Ok(b) => b,
+                let read = match epoch {
+                    Some(epoch) => store.events_after(&task_id, cursor, harness_store::LOG_PAGE).await.map(|b| (b, epoch)),
+                    None => store.events_after_in_epoch(&task_id, cursor, harness_store::LOG_PAGE).await,
+                };
+                let (batch, at) = match read {
+                    Ok(read) => read,
                     Err(e) => {
                         yield Err(store_error(e));
                         return;
                     }
                 };
+                epoch = Some(at);
                 let empty = batch.is_empty();
                 for logged in batch {
                     cursor = logged.seq;
                     let end = stop.reached(&logged.event);
-                    yield Ok(StreamItem::Event { id: streamed.then(|| event_id(logged.seq, epoch)), event: logged.event });
+                    yield Ok(StreamItem::Event { id: streamed.then(|| event_id(logged.seq, at)), event: logged.event });
                     if end {
                         return;
                     }
@@ -167,6 +163,41 @@ impl HarnessHandler {
             }
         }
         .boxed()
+    }
+
+    /// A blocking SendMessage's answer from the log after its receipt's `after`: the status
+    /// the log ends at, and the task's row when it was read with the log. The log and the
+    /// row are one read (`read`, when the delivery read them with the audit row's outcome)
+    /// and used when the log already holds the event it stops at (an instant model's turn
+    /// ends in the workflow task that accepted the message: issue 31, one read less per
+    /// message); else the log is read on as a stream from `after` (woken by appends, read
+    /// through a crash's cut) and the row is left to be read at its end.
+    pub(super) async fn answer_at_end(
+        &self,
+        task_id: String,
+        after: i64,
+        stop: StopAt,
+        history_length: Option<i32>,
+        read: Option<super::pending::LogAndRow>,
+    ) -> Result<(Option<a2a_types::TaskStatus>, Option<harness_store::TaskRow>), A2AError> {
+        let (events, row) = match read {
+            Some(read) => read,
+            None => self
+                .store
+                .log_and_task(&task_id, Some(after), self.answer_history(history_length), self.answer_artifacts())
+                .await
+                .map_err(store_error)?,
+        };
+        let mut status = None;
+        for logged in events {
+            let end = stop.reached(&logged.event);
+            status = status_of(logged.event).or(status);
+            if end {
+                let row = row.ok_or_else(|| A2AError::task_not_found(&task_id))?;
+                return Ok((status, Some(row)));
+            }
+        }
+        Ok((final_status(self.log_to_answer(task_id, after, stop)).await?, None))
     }
 
     /// Reads a task's log to its end (`events` stops where it should), then answers with
