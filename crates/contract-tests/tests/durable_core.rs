@@ -119,10 +119,9 @@ async fn return_immediately_answers_with_a_non_terminal_task_whose_inbox_row_alr
     assert!(rows[0].body.contains("take your time"));
 }
 
-/// S5, issue 31: a stream's first event is sent as soon as the workflow accepted the message,
-/// and the audit row's outcome is written after it, whatever the client does: here it hangs
-/// up at the first event. The row ends accepted with its receipt's cursor, once, and a retry
-/// of the message is answered from it.
+/// S5: a streamed message's audit row gets its outcome whatever the client does: here it
+/// hangs up at the first event. The row ends accepted with its receipt's cursor, once, and a
+/// retry of the message is answered from it.
 #[tokio::test]
 async fn a_streamed_messages_outcome_is_written_even_when_its_client_leaves_at_the_first_event() {
     let h = HarnessProcess::start(HarnessOptions { script: Some(SLOW_SCRIPT.into()), ..Default::default() }).await;

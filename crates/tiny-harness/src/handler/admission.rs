@@ -122,7 +122,12 @@ impl HarnessHandler {
             self.store.set_inbox_outcome(request_id, outcome).await.map_err(store_error)?;
             return Err(Refused::Unaudited(error));
         }
-        Ok(self.start_delivery(request_id, &caller, message, target, kind, by, req))
+        // A blocking SendMessage's answer is read as its outcome is written (issue 31).
+        let read = (by == AnswerBy::End).then(|| {
+            let history = req.configuration.as_ref().and_then(|c| c.history_length);
+            AnswerRead { history_length: self.answer_history(history), artifacts: self.answer_artifacts() }
+        });
+        Ok(self.start_delivery(request_id, &caller, message, target, kind, read))
     }
 
     /// A retry answered with its first outcome; its inline push config, if any, goes to the
@@ -380,11 +385,9 @@ impl HarnessHandler {
     }
 
     /// Starts the message's update-with-start in a task of its own; it writes the audit
-    /// row's outcome (S5) whatever becomes of the caller, and hands the workflow's answer
-    /// over as the answer `by` needs it ([`AnswerBy`]): for a blocking SendMessage, with
-    /// the log from the receipt and the task's row, read as the outcome is written (one
-    /// statement on Postgres, issue 31).
-    #[allow(clippy::too_many_arguments)]
+    /// row's outcome (S5) whatever becomes of the caller. With `read` (a blocking
+    /// SendMessage), it reads the log from the receipt and the task's row as it writes the
+    /// outcome (one statement on Postgres, issue 31).
     fn start_delivery(
         &self,
         request_id: &str,
@@ -392,8 +395,7 @@ impl HarnessHandler {
         message: Message,
         target: Target,
         kind: ItemKind,
-        by: AnswerBy,
-        req: &SendMessageRequest,
+        read: Option<AnswerRead>,
     ) -> Pending {
         let s = &self.settings;
         let skip_working = s.provider.as_ref().is_some_and(|p| !p.shows_working(&message));
@@ -441,14 +443,9 @@ impl HarnessHandler {
         };
         let (temporal, store, request_id) = (self.temporal.clone(), self.store.clone(), request_id.to_string());
         let task_id = target.task_id.clone();
-        let read = (by == AnswerBy::End).then(|| {
-            let history = req.configuration.as_ref().and_then(|c| c.history_length);
-            AnswerRead { history_length: self.answer_history(history), artifacts: self.answer_artifacts() }
-        });
-        let (handover, delivery) = tokio::sync::oneshot::channel();
         // Boxed: the delivery's future (the Temporal client's call within) is large, and a
         // spawned future is moved whole into its task and again when it ends (issue 31).
-        tokio::spawn(Box::pin(async move {
+        let delivery = tokio::spawn(Box::pin(async move {
             let outcome = temporal.deliver(&store, input, item).await;
             // Counted where its audit row is settled: once per delivered message, whether
             // or not its sender still waits (a retry answered from its receipt is not).
@@ -457,27 +454,17 @@ impl HarnessHandler {
                 Ok(receipt) => InboxOutcome::Accepted(receipt.cursor),
                 Err(e) => InboxOutcome::Refused(e.message.clone()),
             };
-            let delivered = match (outcome, read) {
+            match (outcome, read) {
                 (Ok(receipt), Some(a)) => store
                     .accepted_then_log_and_task(&request_id, &task_id, receipt.cursor, a.history_length, a.artifacts)
                     .await
                     .map_err(store_error)
                     .map(|read| Delivered { receipt, read: Some(read) }),
-                (Ok(receipt), None) if by == AnswerBy::Stream => {
-                    let _ = handover.send(Ok(Delivered { receipt, read: None }));
-                    // The audit row already holds the message (S5); a retry that finds no
-                    // outcome yet is delivered again and answered with the same receipt.
-                    if let Err(e) = store.set_inbox_outcome(&request_id, audit).await {
-                        tracing::warn!(error = %e, task_id = %task_id, "could not write an accepted message's outcome");
-                    }
-                    return;
+                (outcome, _) => {
+                    store.set_inbox_outcome(&request_id, audit).await.map_err(store_error)?;
+                    outcome.map(|receipt| Delivered { receipt, read: None })
                 }
-                (outcome, _) => match store.set_inbox_outcome(&request_id, audit).await {
-                    Ok(()) => outcome.map(|receipt| Delivered { receipt, read: None }),
-                    Err(e) => Err(store_error(e)),
-                },
-            };
-            let _ = handover.send(delivered);
+            }
         }));
         Pending {
             task_id: target.task_id,

@@ -27,18 +27,16 @@ pub(crate) struct AnswerRead {
     pub artifacts: harness_store::Artifacts,
 }
 
-/// How a SendMessage answers: what it reads before delivering, and when its delivery hands
-/// the workflow's receipt over.
+/// How a SendMessage answers: what it reads before delivering, and what its delivery reads
+/// with the workflow's receipt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AnswerBy {
-    /// With the task as accepted (`returnImmediately`): once the audit row's outcome is
-    /// written.
+    /// With the task as accepted (`returnImmediately`).
     Task,
     /// With the task at the newest final event (a blocking SendMessage): the delivery reads
     /// the log from the receipt and the task's row as it writes the outcome.
     End,
-    /// With a stream of the task's log: the receipt is handed over at once and the outcome
-    /// written after, so the first event waits for nothing more than the workflow's answer.
+    /// With a stream of the task's log.
     Stream,
 }
 
@@ -71,10 +69,9 @@ pub(crate) struct Pending {
     /// A brief alone opened a task that waits for its first message (a one-shot): the
     /// answer is the Task.
     pub(super) opened_only: bool,
-    /// Update-with-start's answer, handed over by the task that runs it and writes the audit
-    /// row's outcome: they complete even when the caller goes away before them. Closed
-    /// without an answer when that task ended without one.
-    pub(super) delivery: tokio::sync::oneshot::Receiver<Result<Delivered, A2AError>>,
+    /// Update-with-start, then the audit row's outcome (and for a blocking SendMessage the
+    /// log and row read with it): they complete even when the caller goes away before them.
+    pub(super) delivery: tokio::task::JoinHandle<Result<Delivered, A2AError>>,
 }
 
 impl Pending {
@@ -87,8 +84,7 @@ impl Pending {
         direct: bool,
         receipt: Receipt,
     ) -> Self {
-        let (tx, delivery) = tokio::sync::oneshot::channel();
-        let _ = tx.send(Ok(Delivered { receipt, read: None }));
+        let delivery = tokio::spawn(async move { Ok(Delivered { receipt, read: None }) });
         Self { task_id, message, before, new_task, direct, kind: ItemKind::Message, opened_only: false, delivery }
     }
 
@@ -120,7 +116,7 @@ impl Pending {
         let Delivered { receipt, read } = self
             .delivery
             .await
-            .map_err(|_| A2AError::internal("the delivery of the message ended without the workflow's answer"))??;
+            .map_err(|e| A2AError::internal(format!("the delivery of the message failed: {e}")))??;
         Ok(Accepted { task_id: self.task_id, receipt, message: self.message, before: self.before, read })
     }
 }
