@@ -245,13 +245,7 @@ impl Store {
         }
         .filter(|tail| tail.messages.len() as i64 >= history_limit || tail.first == 0);
         let Some(tail) = tail else {
-            let (events, read) =
-                self.task_row(task_id, history_limit, artifacts_limit, -1, None, after, accepted).await?;
-            let Some(read) = read else {
-                self.tails.forget(task_id);
-                return Ok((events, None));
-            };
-            return Ok((events, Some(self.keep_tail(task_id, history_limit, artifacts_limit, read))));
+            return self.task_with_whole_window(task_id, history_limit, artifacts_limit, after, accepted).await;
         };
         let held = tail.artifacts.as_ref().filter(|a| a.limit == artifacts_limit && a.fresh());
         let (events, read) = self
@@ -271,7 +265,8 @@ impl Store {
             holds.then(|| tail.extended(added, read.history_bytes, history_limit as usize)).flatten()
         else {
             // Read again whole: later than the events, as a row read after them would be.
-            return Ok((events, self.task_with_whole_window(task_id, history_limit, artifacts_limit).await?));
+            let (_, row) = self.task_with_whole_window(task_id, history_limit, artifacts_limit, None, None).await?;
+            return Ok((events, row));
         };
         let answered = kept.len().saturating_sub(history_limit as usize);
         read.row.task.history = kept[answered..].to_vec();
@@ -289,18 +284,22 @@ impl Store {
         Ok((events, Some(read.row)))
     }
 
-    /// [`Store::task_with`] read without a tail: the whole window, kept as the task's tail.
+    /// [`Store::log_and_task_after`] read without a tail: the whole window, kept as the task's
+    /// tail.
     async fn task_with_whole_window(
         &self,
         task_id: &str,
         history_limit: i64,
         artifacts_limit: i64,
-    ) -> Result<Option<TaskRow>, StoreError> {
-        let Some(read) = self.task_row(task_id, history_limit, artifacts_limit, -1, None, None, None).await?.1 else {
+        after: Option<i64>,
+        accepted: Option<&str>,
+    ) -> Result<(Vec<LoggedEvent>, Option<TaskRow>), StoreError> {
+        let (events, read) = self.task_row(task_id, history_limit, artifacts_limit, -1, None, after, accepted).await?;
+        let Some(read) = read else {
             self.tails.forget(task_id);
-            return Ok(None);
+            return Ok((events, None));
         };
-        Ok(Some(self.keep_tail(task_id, history_limit, artifacts_limit, read)))
+        Ok((events, Some(self.keep_tail(task_id, history_limit, artifacts_limit, read))))
     }
 
     /// Keeps the history and artifacts of an answer read whole, with a window a tail can
