@@ -676,25 +676,17 @@ impl Store {
         let Some(run) = Run::of(writes)? else { return Ok(None) };
         let head = self.origin.as_deref().map(|o| crate::listen::payload_head(o, false));
         let n = writes.len() as i64;
-        let (task_id, events, messages, artifacts) = (run.task_id, run.events, run.messages, run.artifacts);
-        let row = run.row;
         let taken = statement!(self, move |conn| {
-            let [state, ts, status, status_ts, snapshot, context_id, status_md] = &row;
-            let mut binds: Vec<Arg> = vec![
-                task_id.as_str().into(),
-                state.into(),
-                ts.into(),
-                status.into(),
-                status_ts.into(),
-                snapshot.into(),
-                context_id.into(),
-                status_md.into(),
-                n.into(),
-                events.as_str().into(),
-                messages.as_str().into(),
-                artifacts.as_str().into(),
-                crate::push::lease_from_now().into(),
-            ];
+            // $1, the row's fields $2..$8 in `update_row!`'s order, then $9..$13.
+            let mut binds: Vec<Arg> =
+                std::iter::once(Arg::from(&run.task_id)).chain(run.row.iter().map(Arg::from)).collect();
+            binds.extend([
+                Arg::from(n),
+                Arg::from(&run.events),
+                Arg::from(&run.messages),
+                Arg::from(&run.artifacts),
+                Arg::from(crate::push::lease_from_now()),
+            ]);
             if let Some(head) = &head {
                 binds.extend([Arg::from(crate::listen::CHANNEL), Arg::from(head)]);
             }
