@@ -98,7 +98,7 @@ impl HarnessHandler {
         let mut target = if message.task_id.is_empty() {
             self.new_target(&message)
         } else {
-            match self.continued(&caller, &message, by.wants_snapshot()).await? {
+            match self.continued(&caller, &message, by == AnswerBy::Accepted).await? {
                 Step::Answered(pending) => return self.answered(*pending, push, kind).await,
                 Step::Next(target) => target,
             }

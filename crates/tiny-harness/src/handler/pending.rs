@@ -27,25 +27,16 @@ pub(crate) struct AnswerRead {
     pub artifacts: harness_store::Artifacts,
 }
 
-/// How a SendMessage answers: what it reads before delivering, and what its delivery reads
-/// with the workflow's receipt.
+/// What a SendMessage answers with, which says what it reads before delivering and what
+/// its delivery reads with the workflow's receipt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AnswerBy {
-    /// With the task as accepted (`returnImmediately`).
-    Task,
-    /// With the task at the newest final event (a blocking SendMessage): the delivery reads
-    /// the log from the receipt and the task's row as it writes the outcome.
+    /// The task as accepted (a stream's first event, `returnImmediately`): the stored
+    /// snapshot of a continued task is read before delivering.
+    Accepted,
+    /// The task at the newest final event (a blocking SendMessage): the delivery reads the
+    /// log from the receipt and the task's row as it writes the outcome.
     End,
-    /// With a stream of the task's log.
-    Stream,
-}
-
-impl AnswerBy {
-    /// The stored snapshot of a continued task is read before delivering (the answer is
-    /// the task as accepted).
-    pub fn wants_snapshot(self) -> bool {
-        self != Self::End
-    }
 }
 
 /// What a delivery ends with: the workflow's receipt and, when asked for, the log from it

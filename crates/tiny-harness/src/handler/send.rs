@@ -18,7 +18,7 @@ impl HarnessHandler {
         req: SendMessageRequest,
     ) -> Result<SendMessageResponse, A2AError> {
         let config = req.configuration.clone().unwrap_or_default();
-        let by = if config.return_immediately { AnswerBy::Task } else { AnswerBy::End };
+        let by = if config.return_immediately { AnswerBy::Accepted } else { AnswerBy::End };
         let pending = crate::metrics::refusal(self.admit(ctx, req, by).await)?;
         if config.return_immediately {
             let task = self.accepted_task(pending.accepted().await?).await?;
@@ -45,17 +45,7 @@ impl HarnessHandler {
         if direct && let Some(reply) = direct_reply(status.as_ref()) {
             return Ok(SendMessageResponse::Message(reply));
         }
-        let task = match row {
-            // The row read with the log: its status is the one the log ended at.
-            Some(row) => {
-                let mut task = row.task;
-                if let Some(status) = status {
-                    task.status = status;
-                }
-                task
-            }
-            None => self.task_with_status(&task_id, status, config.history_length).await?,
-        };
+        let task = self.task_with_status(&task_id, status, config.history_length, row).await?;
         Ok(SendMessageResponse::Task(task.with_history_length(self.answer_history(config.history_length))))
     }
 
@@ -65,7 +55,7 @@ impl HarnessHandler {
         ctx: &CallContext,
         req: SendMessageRequest,
     ) -> Result<EventStream, A2AError> {
-        let pending = crate::metrics::refusal(self.admit(ctx, req, AnswerBy::Stream).await)?;
+        let pending = crate::metrics::refusal(self.admit(ctx, req, AnswerBy::Accepted).await)?;
         let (new_task, direct, stop) = (pending.new_task, pending.direct, pending.stop_at());
         // S5: the stream starts once Temporal committed the message's acceptance.
         let accepted = pending.accepted().await?;

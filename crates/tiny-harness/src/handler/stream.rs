@@ -209,22 +209,24 @@ impl HarnessHandler {
         history_length: Option<i32>,
     ) -> Result<Task, A2AError> {
         let status = final_status(events).await?;
-        self.task_with_status(task_id, status, history_length).await
+        self.task_with_status(task_id, status, history_length, None).await
     }
 
     /// The stored task (the snapshot written with a SendMessage's final event) with the
-    /// newest `history_length` messages, and the status that SendMessage's log ended at.
+    /// newest `history_length` messages, and the status that SendMessage's log ended at:
+    /// `read`, the row read with the log, else read now.
     pub(super) async fn task_with_status(
         &self,
         task_id: &str,
         status: Option<a2a_types::TaskStatus>,
         history_length: Option<i32>,
+        read: Option<harness_store::TaskRow>,
     ) -> Result<Task, A2AError> {
-        let mut task = self
-            .answer_row(task_id, history_length)
-            .await?
-            .map(|r| r.task)
-            .ok_or_else(|| A2AError::task_not_found(task_id))?;
+        let row = match read {
+            Some(row) => Some(row),
+            None => self.answer_row(task_id, history_length).await?,
+        };
+        let mut task = row.map(|r| r.task).ok_or_else(|| A2AError::task_not_found(task_id))?;
         // The answer's status is the one the stream ended at: a retried message's own final
         // status, even when later turns have run since.
         if let Some(status) = status {
