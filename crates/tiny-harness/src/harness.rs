@@ -150,7 +150,8 @@ impl HarnessBuilder {
     /// model reads (`Err`: the tool's error, which the model reads too). A tool registered
     /// with [`HarnessBuilder::idempotent_tool`] is retried after a failure or a crash; this
     /// one is attempted once. A bad or repeated name or a schema that does not compile is
-    /// the build's error.
+    /// the build's error. The handler runs on the runtime the harness was started on, beside
+    /// its HTTP (issue 31): work that blocks a thread belongs in `tokio::task::spawn_blocking`.
     pub fn tool(
         self,
         name: &str,
