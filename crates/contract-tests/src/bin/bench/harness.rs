@@ -77,13 +77,23 @@ pub(crate) fn cpu_secs(pid: u32) -> f64 {
     stat_cpu(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default()).1
 }
 
-/// CPU seconds each thread of a process has used so far, summed by thread name (issue 31's
-/// per-thread profile). A thread that ended is no longer counted.
-pub(crate) fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, f64> {
-    let mut by_name = std::collections::BTreeMap::new();
+/// CPU seconds each thread of a process has used so far, and how often it was switched out
+/// (voluntary and not), summed by thread name (issue 31's per-thread profile). A thread that
+/// ended is no longer counted.
+pub(crate) fn thread_cpu(pid: u32) -> std::collections::BTreeMap<String, (f64, f64)> {
+    let mut by_name = std::collections::BTreeMap::<String, (f64, f64)>::new();
     for thread in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
         let (name, secs) = stat_cpu(&std::fs::read_to_string(thread.path().join("stat")).unwrap_or_default());
-        *by_name.entry(name).or_default() += secs;
+        let switches: f64 = std::fs::read_to_string(thread.path().join("status"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("voluntary_ctxt_switches:").or(l.strip_prefix("nonvoluntary_ctxt_switches:"))
+            })
+            .filter_map(|n| n.trim().parse::<f64>().ok())
+            .sum();
+        let entry = by_name.entry(name).or_default();
+        (entry.0, entry.1) = (entry.0 + secs, entry.1 + switches);
     }
     by_name
 }

@@ -223,7 +223,7 @@ async fn main() -> anyhow::Result<()> {
     let (mut raw_n, mut uws_n, mut turn_n, mut harness_n) = (0u64, 0u64, 0u64, 0u64);
     let mut cpu = (0.0, 0.0, 0.0);
     // The harness's CPU in those slices by thread name (issue 31).
-    let mut threads = std::collections::BTreeMap::<String, f64>::new();
+    let mut threads = std::collections::BTreeMap::<String, (f64, f64)>::new();
     // The same for the turn-shaped phase: the server and the bench's client and worker (the
     // Temporal side of a turn without the harness's HTTP and store).
     let mut turn_cpu = (0.0, 0.0, 0.0);
@@ -249,8 +249,10 @@ async fn main() -> anyhow::Result<()> {
         let (before, threads_before) = (cpu_now(harness.id()), thread_cpu(harness.id()));
         let h = harness_slice(&http, &base, &tasks, slice).await;
         add_since(&mut cpu, before, cpu_now(harness.id()));
-        for (name, secs) in thread_cpu(harness.id()) {
-            *threads.entry(name.clone()).or_default() += secs - threads_before.get(&name).copied().unwrap_or(0.0);
+        for (name, (secs, switches)) in thread_cpu(harness.id()) {
+            let before = threads_before.get(&name).copied().unwrap_or_default();
+            let entry = threads.entry(name).or_default();
+            (entry.0, entry.1) = (entry.0 + secs - before.0, entry.1 + switches - before.1);
         }
         if let Some(pg) = &mut on_postgres
             && t % 2 == 0
@@ -553,15 +555,26 @@ async fn main() -> anyhow::Result<()> {
     );
     // Issue 31: where the harness's CPU per message goes, by thread.
     println!();
-    println!("| harness thread (16-task phase) | CPU per message | share of the harness's |");
-    println!("|---|---|---|");
-    let mut by_cpu: Vec<(String, f64)> = threads.into_iter().filter(|(_, secs)| *secs > 0.0).collect();
-    by_cpu.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let counted: f64 = by_cpu.iter().map(|(_, secs)| secs).sum();
-    by_cpu.push(("(threads that ended within a slice)".into(), (cpu.0 - counted).max(0.0)));
-    for (name, secs) in by_cpu {
-        println!("| {name} | {:.2} ms | {:.0}% |", per(secs), secs * 100.0 / cpu.0.max(1e-9));
+    // A context switch per message costs the kernel's scheduling and a thread's caches: the
+    // column says how often a message puts each thread to sleep or off its core.
+    println!(
+        "| harness thread (16-task phase) | CPU per message | share of the harness's | context switches per message |"
+    );
+    println!("|---|---|---|---|");
+    let mut by_cpu: Vec<(String, (f64, f64))> = threads.into_iter().filter(|(_, (secs, _))| *secs > 0.0).collect();
+    by_cpu.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+    let counted: f64 = by_cpu.iter().map(|(_, (secs, _))| secs).sum();
+    let switches: f64 = by_cpu.iter().map(|(_, (_, n))| n).sum();
+    let per_message = |n: f64| n / (harness_n as f64).max(1.0);
+    for (name, (secs, n)) in by_cpu {
+        println!("| {name} | {:.2} ms | {:.0}% | {:.1} |", per(secs), secs * 100.0 / cpu.0.max(1e-9), per_message(n));
     }
+    println!(
+        "| (threads that ended within a slice) | {:.2} ms | {:.0}% | |",
+        per((cpu.0 - counted).max(0.0)),
+        (cpu.0 - counted).max(0.0) * 100.0 / cpu.0.max(1e-9)
+    );
+    println!("| all | {:.2} ms | 100% | {:.1} |", per(cpu.0), per_message(switches));
     Ok(())
 }
 
