@@ -198,7 +198,12 @@ pub(crate) async fn start_worker_thread(
                     let _ = workers.finalize_unregister(key);
                 }));
                 let _ = tx.send(Ok(Box::new(worker.shutdown_handle())));
-                let stop_polling = worker.shutdown_handle();
+                // A run that ends without the worker's shutdown (an error, a panic, the runtime
+                // gone) leaves the core worker's pollers running on the shared runtime (its own
+                // runtime, dropped with this thread, used to end them): they would go on taking
+                // the task queue's tasks for a worker that no longer runs them, and its
+                // replacement would starve. Then the shutdown is started as this block ends.
+                let mut stop_polling = OnDrop(Some(worker.shutdown_handle()));
                 let ended_abruptly = tokio::select! {
                     biased;
                     _ = gone, if watched => {
@@ -213,12 +218,8 @@ pub(crate) async fn start_worker_thread(
                         true
                     }
                 };
-                // A run that ended without the worker's shutdown leaves the core worker's
-                // pollers running on the shared runtime (its own runtime, dropped with this
-                // thread, used to end them): they would go on taking the task queue's tasks
-                // for a worker that no longer runs them, and its replacement would starve.
-                if ended_abruptly {
-                    stop_polling();
+                if !ended_abruptly {
+                    stop_polling.0 = None;
                 }
             });
         })
