@@ -6,6 +6,9 @@ use crate::{Store, StoreError, now};
 use a2a_types::Message;
 use sqlx::Row as _;
 
+/// An audit row's outcome: $1 the request id, $2 the outcome, $3 the receipt's cursor.
+pub(crate) const SET_OUTCOME: &str = "UPDATE inbox SET outcome = $2, receipt_cursor = $3 WHERE request_id = $1";
+
 /// What happened to an inbox item.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InboxOutcome {
@@ -166,11 +169,7 @@ impl Store {
         };
         let (request_id, outcome) = (request_id.to_string(), outcome.as_text());
         statement!(self, move |conn| {
-            conn.execute(
-                "UPDATE inbox SET outcome = $2, receipt_cursor = $3 WHERE request_id = $1",
-                args![&request_id, &outcome, cursor],
-            )
-            .await?;
+            conn.execute(SET_OUTCOME, args![&request_id, &outcome, cursor]).await?;
             Ok(())
         })
         .await

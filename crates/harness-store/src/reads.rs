@@ -202,7 +202,9 @@ impl Store {
     /// Records that the workflow accepted the audited message `request_id` with its receipt
     /// at `cursor` (as [`Store::set_inbox_outcome`]), then reads the log after `cursor` and
     /// the task's row (as [`Store::log_and_task`]): what a blocking SendMessage does once its
-    /// message is accepted. On Postgres the write and the read are one statement (issue 31).
+    /// message is accepted. On Postgres the write and the read are one statement; on SQLite
+    /// they run on the writing connection, in one transaction, whose page cache no commit
+    /// empties (issue 31).
     pub async fn accepted_then_log_and_task(
         &self,
         request_id: &str,
@@ -211,15 +213,12 @@ impl Store {
         history_length: Option<i32>,
         artifacts: Artifacts,
     ) -> Result<(Vec<LoggedEvent>, Option<TaskRow>), StoreError> {
-        if let crate::Writes::Sqlite(_) = &self.writes {
-            self.set_inbox_outcome(request_id, crate::InboxOutcome::Accepted(cursor)).await?;
-            return self.log_and_task(task_id, Some(cursor), history_length, artifacts).await;
-        }
         self.log_and_task_after(task_id, Some(cursor), history_length, artifacts, Some(request_id)).await
     }
 
-    /// [`Store::log_and_task`], writing first in the same statement the outcome of an
-    /// accepted message (`accepted`, its audit row's request id; Postgres only, with `after`).
+    /// [`Store::log_and_task`], writing first, in the same statement (Postgres) or
+    /// transaction (SQLite), the outcome of an accepted message (`accepted`, its audit row's
+    /// request id; with `after`).
     async fn log_and_task_after(
         &self,
         task_id: &str,
@@ -329,7 +328,7 @@ impl Store {
     /// (all: -1), and its newest `artifacts_limit` artifacts by place, or when
     /// `artifacts_after` is given every artifact written by an event after that seq, in
     /// one statement; with `events_after`, the log's events after that seq too, and with
-    /// `accepted` (Postgres), first the audit row's outcome of that request, accepted at
+    /// `accepted`, first the audit row's outcome of that request, accepted at
     /// `events_after`.
     #[allow(clippy::too_many_arguments)]
     async fn task_row(
@@ -394,6 +393,20 @@ impl Store {
             (None, _) => self.read_rows(&SQL[artifacts][0], args![task_id, history_limit, third, after]).await?,
             (Some(seq), None) => {
                 self.read_rows(&SQL[artifacts][1], args![task_id, history_limit, third, after, seq, LOG_PAGE]).await?
+            }
+            (Some(seq), Some(request_id)) if matches!(self.writes, crate::Writes::Sqlite(_)) => {
+                // SQLite: the outcome's write and the read on the writing connection, in its
+                // transaction: its pages are in that connection's cache, which no commit
+                // empties, where a read connection's is emptied by every commit (issue 31).
+                // The rows are answered once the transaction has committed.
+                let sql: &'static str = &SQL[artifacts][1];
+                let (task_id, request_id) = (task_id.to_string(), request_id.to_string());
+                let outcome = crate::InboxOutcome::Accepted(seq).as_text();
+                statement!(self, move |conn| {
+                    conn.execute(crate::inbox::SET_OUTCOME, args![&request_id, &outcome, Some(seq)]).await?;
+                    conn.fetch_all(sql, args![&task_id, history_limit, third, after, seq, LOG_PAGE]).await
+                })
+                .await?
             }
             (Some(seq), Some(request_id)) => {
                 let outcome = crate::InboxOutcome::Accepted(seq).as_text();

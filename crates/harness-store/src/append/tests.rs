@@ -408,6 +408,17 @@ async fn log_with_answer(store: Store) {
     let prior = store.prior_message(t, "u5").await.unwrap().unwrap();
     assert!(prior.accepted(), "{prior:?}");
     assert_eq!(prior.cursor, Some(cursor));
+    // All the history asked for (no tail serves it): the whole row, and the outcome written.
+    let sent = Message { role: a2a_types::Role::User, ..Message::agent_text("u6", "six") };
+    store.record_inbox("r6", t, &sent, crate::InboxOutcome::Received, "").await.unwrap();
+    let cursor = store.task_head(t).await.unwrap().unwrap().last_seq;
+    turn(&store, t, 6, "six", "2026-01-01T00:00:04Z", 10).await;
+    let read = store.accepted_then_log_and_task("r6", t, cursor, None, crate::Artifacts::All).await.unwrap();
+    assert_eq!(read.0.iter().map(|e| e.seq).collect::<Vec<_>>(), [cursor + 1, cursor + 2, cursor + 3]);
+    assert_eq!(read.1, store.task(t, None).await.unwrap(), "the whole row, read with the outcome");
+    let texts = read.1.unwrap().task.history.iter().map(|m| m.text()).collect::<Vec<_>>();
+    assert_eq!(texts.last().map(String::as_str), Some("echo: six"));
+    assert_eq!(store.prior_message(t, "u6").await.unwrap().unwrap().cursor, Some(cursor));
 }
 
 /// Issue 31: an answer's newest artifacts read on the tail kept from the answer before
