@@ -398,15 +398,16 @@ impl Store {
                 // SQLite: the outcome's write and the read on the writing connection, in its
                 // transaction: its pages are in that connection's cache, which no commit
                 // empties, where a read connection's is emptied by every commit (issue 31).
-                // The rows are answered once the transaction has committed.
+                // The rows are answered once the transaction has committed. A read that fails
+                // leaves the batch's writes alone: its error is this caller's only.
                 let sql: &'static str = &SQL[artifacts][1];
                 let (task_id, request_id) = (task_id.to_string(), request_id.to_string());
                 let outcome = crate::InboxOutcome::Accepted(seq).as_text();
                 statement!(self, move |conn| {
                     conn.execute(crate::inbox::SET_OUTCOME, args![&request_id, &outcome, Some(seq)]).await?;
-                    conn.fetch_all(sql, args![&task_id, history_limit, third, after, seq, LOG_PAGE]).await
+                    Ok(conn.fetch_all(sql, args![&task_id, history_limit, third, after, seq, LOG_PAGE]).await)
                 })
-                .await?
+                .await??
             }
             (Some(seq), Some(request_id)) => {
                 let outcome = crate::InboxOutcome::Accepted(seq).as_text();
