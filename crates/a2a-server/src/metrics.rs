@@ -19,7 +19,6 @@ pub(crate) fn record(operation: &'static str, binding: &'static str, began: Inst
     let outcome = error.map_or("ok", |e| e.kind.reason());
     // The request's span (the host's, when it made one): what the trace shows of it.
     let span = tracing::Span::current();
-    span.record("a2a.operation", operation);
     {
         // A span exported over OpenTelemetry is named by its operation (the request's line
         // did not say which, for JSON-RPC); nothing without the OpenTelemetry layer.
@@ -30,12 +29,36 @@ pub(crate) fn record(operation: &'static str, binding: &'static str, began: Inst
             cx.span().update_name(operation);
         }
     }
-    span.record("a2a.binding", binding);
-    span.record("a2a.outcome", outcome);
-    if error.is_some() {
-        span.record("otel.status_code", "error");
-    }
+    record_outcome(&span, operation, binding, outcome, error.is_some());
     let labels = [("operation", operation), ("binding", binding), ("outcome", outcome)];
     metrics::counter!(REQUESTS, &labels).increment(1);
     metrics::histogram!(REQUEST_SECONDS, &labels[..2]).record(began.elapsed().as_secs_f64());
+}
+
+/// Records the request's operation, binding and outcome (and `otel.status_code` when it
+/// failed) on its span in one call where the span has all four fields (the host's request
+/// span does): one `record` each had every log layer look the span up and add to its fields
+/// once per field (issue 31). Else each field the span has is recorded alone.
+fn record_outcome(span: &tracing::Span, operation: &str, binding: &str, outcome: &str, failed: bool) {
+    let Some(fields) = span.metadata().map(|m| m.fields()) else { return };
+    let error = "error";
+    match ["a2a.operation", "a2a.binding", "a2a.outcome", "otel.status_code"].map(|name| fields.field(name)) {
+        [Some(op), Some(bound), Some(out), Some(status)] => {
+            let values: [(&tracing::field::Field, Option<&dyn tracing::Value>); 4] = [
+                (&op, Some(&operation)),
+                (&bound, Some(&binding)),
+                (&out, Some(&outcome)),
+                (&status, failed.then_some(&error as &dyn tracing::Value)),
+            ];
+            span.record_all(&fields.value_set(&values));
+        }
+        _ => {
+            span.record("a2a.operation", operation);
+            span.record("a2a.binding", binding);
+            span.record("a2a.outcome", outcome);
+            if failed {
+                span.record("otel.status_code", error);
+            }
+        }
+    }
 }
