@@ -165,9 +165,15 @@ pub fn install(
     default_filter: &str,
 ) -> Result<Telemetry, ConfigError> {
     let filter = || tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into());
+    // Colour codes only on a terminal: a log file or a collector's pipe gets plain text (and
+    // the span fields every request records are not styled for nobody, issue 31).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let lines = match format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter()).boxed(),
+        LogFormat::Text => {
+            tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(std::io::stderr).with_filter(filter()).boxed()
+        }
         LogFormat::Json => tracing_subscriber::fmt::layer()
+            .with_ansi(false)
             .event_format(JsonLines)
             .with_writer(std::io::stderr)
             .with_filter(filter())
