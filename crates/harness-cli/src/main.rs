@@ -124,7 +124,17 @@ async fn run(mut config: Config) -> Result<(), HarnessError> {
     result
 }
 
-/// Two malloc arenas for the whole process unless the operator chose a number (issue 31).
+/// Rust's allocations go to jemalloc, not the C library's malloc (issue 31): measured side by
+/// side, the harness spent about 8% less CPU per message with it (glibc's `malloc` and `free`
+/// were a sixth of its samples, spread over every phase of a message) for a few MiB more
+/// resident under load (docs/performance.md, "The allocator"). The library crates choose no
+/// allocator: a host that embeds the harness keeps its own.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Two malloc arenas for what still uses the C library's malloc (SQLite's page cache and
+/// statements) unless the operator chose a number (issue 31).
 /// glibc gives each thread that allocates its own arena, up to eight per core, and each
 /// keeps the pages its thread freed: with the harness's fifteen threads that is about
 /// 1 MiB of an idle harness's heap (docs/performance.md). Two arenas serve two cores'
