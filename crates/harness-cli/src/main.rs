@@ -125,7 +125,7 @@ async fn run(mut config: Config) -> Result<(), HarnessError> {
 }
 
 /// Rust's allocations go to jemalloc, not the C library's malloc (issue 31): measured side by
-/// side, the harness spent about 8% less CPU per message with it (glibc's `malloc` and `free`
+/// side, the harness spent about a tenth less CPU per message with it (glibc's `malloc` and `free`
 /// were a sixth of its samples, spread over every phase of a message) for a few MiB more
 /// resident under load (docs/performance.md, "The allocator"). The library crates choose no
 /// allocator: a host that embeds the harness keeps its own.
