@@ -11,7 +11,9 @@
 //!   its peak RSS; its CPU per new task (the latency rounds' first messages) beside its CPU
 //!   per message to an open task (issue 31);
 //! - reads: GetTask of an ended task beside the agent card, requests/s of 16 loops and the
-//!   harness's CPU per request (issue 31);
+//!   harness's CPU per request (issue 31); then the same driven by `wrk` when it is on `PATH`
+//!   (the bench's own client, on the same cores, spends more CPU on a GetTask than on the
+//!   card, and its ratio reads low);
 //! - one conversation of `--long N` (10,000) messages, one after the other: p50 latency and
 //!   messages/s of its first 100 messages against its last 100, and the harness's RSS before
 //!   and after it (issue 15).
@@ -278,7 +280,7 @@ async fn main() -> anyhow::Result<()> {
     eprintln!(
         "bench: reads, 16 concurrent loops, {seconds} s each of the agent card / GetTask of an ended task, in 2 s turns"
     );
-    let reads = reads::measure(&http, &base, seconds, harness.id()).await;
+    let (reads, reads_wrk) = reads::measure(&http, &base, seconds, harness.id()).await;
 
     // Issue 13: what parked tasks cost the harness, idle and after a restart (the
     // reconciler's pass over them included), and with the monitor reading the store.
@@ -413,6 +415,17 @@ async fn main() -> anyhow::Result<()> {
         reads.cpu.1,
         reads.get_task / reads.card.max(1.0),
     );
+    match reads_wrk {
+        Some(w) => println!(
+            "| the same reads driven by wrk (2 threads, 16 connections): the agent card / GetTask, and the harness's CPU per read | {:.0} / {:.0} /s, {:.3} / {:.3} ms | {:.2}x the card | >= 0.6x |",
+            w.card,
+            w.get_task,
+            w.cpu.0,
+            w.cpu.1,
+            w.get_task / w.card.max(1.0),
+        ),
+        None => println!("| the same reads driven by wrk | not measured: `wrk` is not on PATH | | >= 0.6x |"),
+    }
     println!(
         "| harness RSS with {} parked tasks: idle / after a SIGKILL and restart (of which anonymous) | {:.1} / {:.1} MiB ({:.1} / {:.1} MiB) | {:.2}x | <= 1.10x |",
         opened.len(),
