@@ -67,6 +67,17 @@ const FINAL_WITH_REPLY: &str = "final-with-reply";
 /// before it sends whole snapshots and whole histories to its end.
 const HISTORY_BY_ROW: &str = "history-by-row";
 
+/// The patch of a run started by code that has every patch above and [`turn::FAILURE_PARKS`]:
+/// such a run records this one marker and takes all of them without asking for each
+/// (issue 31). Every patch records a marker and, for a run that is not replaying, upserts
+/// Temporal's `TemporalChangeVersion` search attribute, so a new task's first workflow task
+/// carried six markers and six upserts, a visibility write each on the server, before its
+/// message's turn. A run recorded before this patch has no such marker: it asks for each
+/// patch as it did, and replays as recorded. A patch added later is not taken by this one
+/// (runs recorded with it did not have that patch): it is asked for on its own, or a new
+/// run-patches id takes it and all of these, this one asked for after it.
+const RUN_PATCHES: &str = "run-patches-2026-12";
+
 #[workflow]
 pub struct TaskWorkflow {
     input: TaskInput,
@@ -107,6 +118,9 @@ struct LogState {
     /// Whether an instant provider's turn may plan its end for its model call to append
     /// ([`FINAL_WITH_REPLY`]).
     final_with_reply: bool,
+    /// Whether this run took every patch at its start ([`RUN_PATCHES`]): the ones asked
+    /// for later (a failure's [`turn::FAILURE_PARKS`]) are then taken without a marker.
+    run_patches: bool,
     /// Events held back (their keys taken) for the next `emit_event`, which appends them
     /// before its own: a new task's Task and a message's echo waiting for its turn's WORKING.
     held: Vec<Held>,
@@ -256,13 +270,16 @@ impl TaskWorkflow {
 
     #[run(name = "TaskWorkflow")]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<TaskState> {
-        let by_row = ctx.patched(HISTORY_BY_ROW);
-        let channel = ctx.patched(CHANNEL_ECHO);
-        let echo_with_working = ctx.patched(ECHO_WITH_WORKING);
-        let working_with_reply = ctx.patched(WORKING_WITH_REPLY);
-        let task_with_turn = ctx.patched(TASK_WITH_TURN);
-        let final_with_reply = ctx.patched(FINAL_WITH_REPLY);
+        // Short-circuit: a run with RUN_PATCHES asks for none of the others (no marker each).
+        let all = ctx.patched(RUN_PATCHES);
+        let by_row = all || ctx.patched(HISTORY_BY_ROW);
+        let channel = all || ctx.patched(CHANNEL_ECHO);
+        let echo_with_working = all || ctx.patched(ECHO_WITH_WORKING);
+        let working_with_reply = all || ctx.patched(WORKING_WITH_REPLY);
+        let task_with_turn = all || ctx.patched(TASK_WITH_TURN);
+        let final_with_reply = all || ctx.patched(FINAL_WITH_REPLY);
         ctx.state_mut(|s| {
+            s.log.run_patches = all;
             s.log.task_with_turn = task_with_turn;
             s.log.final_with_reply = final_with_reply;
             s.log.by_row = by_row;

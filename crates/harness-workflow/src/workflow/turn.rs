@@ -21,7 +21,7 @@ const UNOPENED_IDLE: Duration = Duration::from_secs(600);
 const CONTINUE_AS_NEW: &str = "continue-as-new";
 
 /// The patch under which a failed model turn parks a conversation instead of failing it.
-const FAILURE_PARKS: &str = "failure-parks";
+pub(super) const FAILURE_PARKS: &str = "failure-parks";
 
 /// What the history gains per model call beyond the reply (an estimate, on the large side).
 const CALL_BYTES: u64 = 800;
@@ -309,7 +309,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
                 // A conversation reports the failure and parks: the next message is a new turn
                 // (a run recorded before FAILURE_PARKS failed the task, and replays so).
                 let conversation = !item.direct && ctx.state(|s| s.input.lifecycle) == Lifecycle::Conversation;
-                if conversation && ctx.patched(FAILURE_PARKS) {
+                if conversation && (ctx.state(|s| s.log.run_patches) || ctx.patched(FAILURE_PARKS)) {
                     set_status(ctx, TaskState::InputRequired, message, Some(AWAITING_NEXT_MESSAGE)).await?;
                     return Ok(Flow::Next);
                 }
