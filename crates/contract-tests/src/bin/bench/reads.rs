@@ -82,9 +82,10 @@ pub(crate) async fn measure(
 }
 
 /// The same two reads driven by `wrk` (2 threads, 16 connections; `body` is GetTask's), the
-/// tool issue 31 measured them with, when it is on `PATH` (`None` when it is not). The bench's own client shares the
-/// two cores with the harness and spends more CPU on a GetTask (it parses the answer to check
-/// it) than on the card, so its ratio reads low. The two alternate in 2 s turns, as above.
+/// tool issue 31 measured them with, when it is on `PATH` (`None` when it is not). The
+/// bench's own client shares the two cores with the harness and spends more CPU on a GetTask
+/// (it parses the answer to check it) than on the card, so its ratio reads low. The two
+/// alternate in 2 s turns, as above.
 fn measure_with_wrk(base: &str, body: &str, seconds: u64, harness_pid: u32) -> Option<Reads> {
     let dir = std::env::temp_dir().join(format!("bench-wrk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).ok()?;
