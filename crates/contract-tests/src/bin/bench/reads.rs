@@ -88,24 +88,26 @@ pub(crate) async fn measure(
 /// alternate in 2 s turns, as above.
 fn measure_with_wrk(base: &str, body: &str, seconds: u64, harness_pid: u32) -> Option<Reads> {
     let dir = std::env::temp_dir().join(format!("bench-wrk-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::create_dir_all(&dir).expect("the wrk script's directory");
     let script = dir.join("get-task.lua");
     let lua = format!(
         "wrk.method = \"POST\"\nwrk.body = {}\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
          wrk.headers[\"A2A-Version\"] = \"1.0\"\n",
         serde_json::to_string(body).expect("a string"), // ASCII here, so a Lua string too
     );
-    std::fs::write(&script, lua).ok()?;
+    std::fs::write(&script, lua).expect("the wrk script");
+    let script = script.to_str().expect("a temporary path in UTF-8");
     let card = format!("{base}/.well-known/agent-card.json");
     let rpc = format!("{base}/a2a/jsonrpc");
     // Requests, seconds and the harness's CPU seconds of each read, summed over the turns.
     let (mut card_sum, mut get_sum) = ([0.0; 3], [0.0; 3]);
     for _ in 0..seconds.div_ceil(2).max(1) {
-        for (args, sum) in
-            [(vec![card.as_str()], &mut card_sum), (vec!["-s", script.to_str()?, rpc.as_str()], &mut get_sum)]
-        {
+        for (args, sum) in [(vec![card.as_str()], &mut card_sum), (vec!["-s", script, rpc.as_str()], &mut get_sum)] {
             let before = crate::harness::cpu_secs(harness_pid);
-            let (n, secs) = wrk(&args)?;
+            let Some((n, secs)) = wrk(&args) else {
+                let _ = std::fs::remove_dir_all(&dir);
+                return None;
+            };
             let cpu = crate::harness::cpu_secs(harness_pid) - before;
             for (total, x) in sum.iter_mut().zip([n, secs, cpu]) {
                 *total += x;
