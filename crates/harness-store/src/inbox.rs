@@ -142,7 +142,7 @@ impl Store {
         message_id: &str,
     ) -> Result<(Option<crate::TaskHead>, Option<PriorMessage>), StoreError> {
         let rows = self
-            .read_rows(
+            .read_rows_of_message(
                 "SELECT t.state, t.context_id, t.last_seq, t.task_queue, t.rewrites, t.rewrote_from, \
                  i.task_id, i.outcome, i.receipt_cursor, i.body FROM tasks t \
                  LEFT JOIN inbox i ON i.task_id = t.task_id AND i.message_id = $2 \

@@ -210,6 +210,22 @@ impl Store {
 
     /// The rows of one of a message's reads: on SQLite on this thread (conn.rs), on
     /// Postgres on the store's own connections (conn.rs, `PgConns`).
+    /// [`Store::read_rows`] for a read of every message: on SQLite, on the writing
+    /// connection when it is free ([`writer::Writer::read_if_free`]), else on a read
+    /// connection.
+    pub(crate) async fn read_rows_of_message(
+        &self,
+        sql: &str,
+        args: &[conn::Arg<'_>],
+    ) -> Result<Vec<conn::Row>, StoreError> {
+        if let Writes::Sqlite(writer) = &self.writes
+            && let Some(rows) = writer.read_if_free(sql, args)
+        {
+            return Ok(rows?.into_iter().map(conn::Row::Sqlite).collect());
+        }
+        self.read_rows(sql, args).await
+    }
+
     pub(crate) async fn read_rows(&self, sql: &str, args: &[conn::Arg<'_>]) -> Result<Vec<conn::Row>, StoreError> {
         match (&self.writes, &self.sqlite_reads) {
             (Writes::Pg(pg), _) => pg.rows(sql, args).await,

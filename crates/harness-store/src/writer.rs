@@ -14,7 +14,9 @@
 //! the connection is free, and a busy one still groups the writes that queued meanwhile
 //! (issue 31: the writer's thread spent about a third of its time being switched in and
 //! out, one hop there and one back per write). The WAL is checkpointed by a thread of its
-//! own between two batches, so no caller's thread is held by the checkpoint's fsync.
+//! own between two batches, so no caller's thread is held by the checkpoint's fsync. The
+//! read that admits each message runs on this connection too when it is free
+//! ([`Writer::read_if_free`]): its pages are warm there.
 //!
 //! Postgres takes each write on one of the store's connections in a transaction of its
 //! own, or, for a write of one statement (`statement!`), with none around it: the
@@ -181,6 +183,34 @@ impl Writer {
         }
     }
 
+    /// A read on the writing connection when no batch or checkpoint holds it; `None` when
+    /// one does (or it is inside a transaction). Its pages stay in that connection's cache, which its own commits do not
+    /// empty; a read connection's cache is emptied by every commit since its last read, so
+    /// each of its reads fetches its pages again (issue 31). The connection is between
+    /// transactions when free, so the read sees every committed write. A write queued while
+    /// the read held the connection found it taken and left its write to the holder, so the
+    /// waiting writes run next, on this thread, as after a checkpoint.
+    pub(crate) fn read_if_free(
+        &self,
+        sql: &str,
+        args: &[crate::conn::Arg<'_>],
+    ) -> Option<Result<Vec<Vec<rusqlite::types::Value>>, StoreError>> {
+        let held = match self.conn.try_lock() {
+            Ok(held) => held,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        // Never inside a transaction (a batch that panicked past its rollback): the read
+        // would see writes that were not committed.
+        if !held.conn.is_autocommit() {
+            return None;
+        }
+        let rows = crate::conn::sqlite_rows(&held.conn, sql, args);
+        drop(held);
+        self.run_waiting();
+        Some(rows)
+    }
+
     /// Checkpoints the WAL on the writer's connection, between two batches (on the checkpoint
     /// thread, which waits for the connection): with no write under way it copies the whole
     /// WAL back, so the next write starts the WAL over. (A checkpoint beside a stream of
@@ -272,6 +302,47 @@ mod tests {
         seqs.sort_unstable();
         assert_eq!(seqs, (2..=401).collect::<Vec<_>>(), "each write took one seq, none twice, no gap");
         assert_eq!(store.task_head("t").await.unwrap().unwrap().last_seq, 401);
+    }
+
+    /// Admission's reads run on the writing connection when it is free, beside writes from
+    /// many threads: every write still commits and hears back (one queued while a read held
+    /// the connection runs right after that read), and a read after a write's answer finds it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn reads_on_the_writing_connection_leave_no_write_waiting_and_see_each_commit() {
+        let (store, _dir) = sqlite().await;
+        store.append(&opened("t", "c", "2026-01-01T00:00:00Z", "q")).await.unwrap();
+        let super::Writes::Sqlite(writer) = &store.writes else { unreachable!() };
+        let on_it = writer.read_if_free("SELECT last_seq FROM tasks WHERE task_id = $1", args!["t"]);
+        assert_eq!(on_it.expect("free").unwrap(), vec![vec![rusqlite::types::Value::Integer(1)]]);
+        // Rounds of one write among reads: a write left waiting is not rescued by a later one.
+        for round in 0..400 {
+            let reads: Vec<_> = (0..6)
+                .map(|_| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..5 {
+                            store.head_and_prior("t", "m").await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            let write = {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store.append(&new("t", &format!("k{round}"), status("t", TaskState::Working))).await.unwrap().seq
+                })
+            };
+            let seq = tokio::time::timeout(Duration::from_secs(10), write)
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: the write heard back"))
+                .unwrap();
+            let (head, _) = store.head_and_prior("t", "m").await.unwrap();
+            assert_eq!(head.unwrap().last_seq, seq, "a read after write {seq}'s answer finds it");
+            for read in reads {
+                read.await.unwrap();
+            }
+        }
+        assert_eq!(store.task_head("t").await.unwrap().unwrap().last_seq, 401, "each write committed once");
     }
 
     /// A write that waits on something inside the writer, or panics there, loses its batch:
