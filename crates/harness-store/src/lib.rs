@@ -208,8 +208,6 @@ impl Store {
         &self.reads
     }
 
-    /// The rows of one of a message's reads: on SQLite on this thread (conn.rs), on
-    /// Postgres on the store's own connections (conn.rs, `PgConns`).
     /// [`Store::read_rows`] for a read of every message: on SQLite, on the writing
     /// connection when it is free ([`writer::Writer::read_if_free`]), else on a read
     /// connection.
@@ -226,6 +224,8 @@ impl Store {
         self.read_rows(sql, args).await
     }
 
+    /// The rows of one of a message's reads: on SQLite on this thread (conn.rs), on
+    /// Postgres on the store's own connections (conn.rs, `PgConns`).
     pub(crate) async fn read_rows(&self, sql: &str, args: &[conn::Arg<'_>]) -> Result<Vec<conn::Row>, StoreError> {
         match (&self.writes, &self.sqlite_reads) {
             (Writes::Pg(pg), _) => pg.rows(sql, args).await,

@@ -184,12 +184,13 @@ impl Writer {
     }
 
     /// A read on the writing connection when no batch or checkpoint holds it; `None` when
-    /// one does (or it is inside a transaction). Its pages stay in that connection's cache, which its own commits do not
-    /// empty; a read connection's cache is emptied by every commit since its last read, so
-    /// each of its reads fetches its pages again (issue 31). The connection is between
-    /// transactions when free, so the read sees every committed write. A write queued while
-    /// the read held the connection found it taken and left its write to the holder, so the
-    /// waiting writes run next, on this thread, as after a checkpoint.
+    /// one does (or it is inside a transaction). Its pages stay in that connection's cache,
+    /// which its own commits do not empty; a read connection's cache is emptied by every
+    /// commit since its last read, so each of its reads fetches its pages again (issue 31).
+    /// The connection is between transactions when free, so the read sees every committed
+    /// write. A write queued while the read held the connection found it taken and left its
+    /// write to the holder, so the waiting writes run next, on this thread, as after a
+    /// checkpoint.
     pub(crate) fn read_if_free(
         &self,
         sql: &str,
