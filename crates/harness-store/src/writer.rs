@@ -157,17 +157,21 @@ impl Writes {
 }
 
 impl Writer {
+    /// The connection when no one holds it (one a panic left poisoned included).
+    fn take_if_free(&self) -> Option<std::sync::MutexGuard<'_, Held>> {
+        match self.conn.try_lock() {
+            Ok(held) => Some(held),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Runs the waiting writes, a batch at a time, while the connection is free and writes
     /// wait. A caller that finds it taken returns: whoever has it looks for waiting writes
     /// again each time it lets go of it, so a write queued meanwhile is never left behind.
     fn run_waiting(&self) {
         loop {
-            let Ok(mut held) = self.conn.try_lock().or_else(|e| match e {
-                std::sync::TryLockError::Poisoned(p) => Ok(p.into_inner()),
-                std::sync::TryLockError::WouldBlock => Err(()),
-            }) else {
-                return;
-            };
+            let Some(mut held) = self.take_if_free() else { return };
             let jobs = {
                 let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
                 let n = waiting.len().min(BATCH);
@@ -196,11 +200,7 @@ impl Writer {
         sql: &str,
         args: &[crate::conn::Arg<'_>],
     ) -> Option<Result<Vec<Vec<rusqlite::types::Value>>, StoreError>> {
-        let held = match self.conn.try_lock() {
-            Ok(held) => held,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
+        let held = self.take_if_free()?;
         // Never inside a transaction (a batch that panicked past its rollback): the read
         // would see writes that were not committed.
         if !held.conn.is_autocommit() {
