@@ -41,6 +41,25 @@ pub fn format_timestamp(t: std::time::SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// The length in bytes of `value`'s compact JSON, as `serde_json::to_vec(value)?.len()`,
+/// counted as it is written instead of kept: a size check (a limit, a run's byte budget)
+/// needs no copy of what it measures.
+pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<usize> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value)?;
+    Ok(count.0)
+}
+
 pub(crate) fn is_false(b: &bool) -> bool {
     !*b
 }

@@ -177,6 +177,18 @@ fn list_request() -> impl Strategy<Value = ListTasksRequest> {
 }
 
 proptest! {
+    /// A message's size checks (`agent.max_message_bytes`, a run's byte budget) count its
+    /// JSON without writing it: the same count as the bytes written, escapes and
+    /// multi-byte characters included.
+    #[test]
+    fn json_len_is_the_length_of_the_written_json(m in message(), text in "\\PC{0,40}") {
+        prop_assert_eq!(json_len(&m).unwrap(), serde_json::to_vec(&m).unwrap().len());
+        let quoted = json!({"text": text, "tab": "a\tb\u{1}\"é"});
+        prop_assert_eq!(json_len(&quoted).unwrap(), serde_json::to_vec(&quoted).unwrap().len());
+    }
+}
+
+proptest! {
     #[test]
     fn requests_and_responses_round_trip(
         send in send_request(),

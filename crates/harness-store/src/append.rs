@@ -278,6 +278,15 @@ struct Fields {
     stored_before: Option<Stored>,
 }
 
+/// A status's metadata as its row keeps it: the object, `{}` when there is none (written
+/// without a copy of it).
+fn metadata_json(metadata: Option<&a2a_types::Struct>) -> Result<String, StoreError> {
+    Ok(match metadata {
+        Some(m) => serde_json::to_string(m)?,
+        None => "{}".to_string(),
+    })
+}
+
 impl Fields {
     fn of(e: &NewEvent) -> Result<Self, StoreError> {
         let ts = now();
@@ -291,7 +300,7 @@ impl Fields {
             None => (String::new(), String::new()),
         };
         let status_md = match &e.event {
-            StreamResponse::StatusUpdate(u) => serde_json::to_string(&u.metadata.clone().unwrap_or_default())?,
+            StreamResponse::StatusUpdate(u) => metadata_json(u.metadata.as_ref())?,
             StreamResponse::Task(_) => "{}".to_string(),
             _ => String::new(),
         };
@@ -804,7 +813,7 @@ impl Store {
         let status_ts = head.status.timestamp.clone().unwrap_or_default();
         let snapshot = serde_json::to_string(&head.head())?;
         // The workflow's head stands for its newest status: its metadata is what that says.
-        let status_md = serde_json::to_string(&head.metadata.clone().unwrap_or_default())?;
+        let status_md = metadata_json(head.metadata.as_ref())?;
         let state = head.status.state.as_str();
         let notify_id = task_id.clone();
         let origin = self.origin.clone();

@@ -44,7 +44,7 @@ const MAX_CARRIED_BYTES: usize = 1024 * 1024;
 
 /// What an accepted `inbox` update adds to the history: the message and its receipt.
 pub(super) fn update_bytes(item: &InboxItem) -> u64 {
-    serde_json::to_vec(item).map_or(0, |v| v.len() as u64) + 400
+    a2a_types::json_len(item).map_or(0, |n| n as u64) + 400
 }
 
 /// Waits for the first message (or a cancel); false when none came within
@@ -159,7 +159,7 @@ fn may_continue(ctx: &WorkflowContext<TaskWorkflow>) -> Option<Box<TaskInput>> {
         return None;
     }
     let input = ctx.state(|s| s.next_run_input());
-    let carried = input.carried.as_ref().map_or(0, |c| serde_json::to_vec(c).map_or(usize::MAX, |v| v.len()));
+    let carried = input.carried.as_ref().map_or(0, |c| a2a_types::json_len(c).unwrap_or(usize::MAX));
     if carried > MAX_CARRIED_BYTES {
         return None;
     }
@@ -258,7 +258,7 @@ async fn turn(ctx: &mut WorkflowContext<TaskWorkflow>, position: usize, item: In
         };
         match result {
             Ok(mut reply) => {
-                let size = serde_json::to_vec(&reply).map_or(0, |v| v.len() as u64);
+                let size = a2a_types::json_len(&reply).map_or(0, |n| n as u64);
                 ctx.state_mut(|s| s.run.bytes += size + CALL_BYTES);
                 if let (Some(seq), Some(plan)) = (reply.ended, &planned) {
                     // The call stored the turn's end: the task takes it as stored.

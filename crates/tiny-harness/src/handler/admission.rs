@@ -207,7 +207,7 @@ impl HarnessHandler {
         if !self.health.is_up() {
             return Err(refused(&message, self.health.unavailable("the delivery of the message")));
         }
-        let size = serde_json::to_vec(&message).map_or(0, |m| m.len());
+        let size = a2a_types::json_len(&message).unwrap_or(0);
         let most = self.settings.max_message_bytes;
         if size > most {
             let error = A2AError::invalid_params(format!(
