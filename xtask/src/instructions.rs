@@ -29,13 +29,19 @@ struct Options {
     warm: usize,
     messages: usize,
     store: Option<String>,
+    /// Keep each run's callgrind dump (and the run's directory) for `callgrind_annotate`.
+    keep: bool,
 }
 
 fn options(extra: &[String]) -> Result<Options> {
-    let usage = "usage: cargo xtask instructions [--bin PATH]... [--warm N] [--messages N] [--store URL]";
-    let mut o = Options { bins: Vec::new(), warm: 60, messages: 100, store: None };
+    let usage = "usage: cargo xtask instructions [--bin PATH]... [--warm N] [--messages N] [--store URL] [--keep]";
+    let mut o = Options { bins: Vec::new(), warm: 60, messages: 100, store: None, keep: false };
     let mut args = extra.iter();
     while let Some(flag) = args.next() {
+        if flag == "--keep" {
+            o.keep = true;
+            continue;
+        }
         let value = args.next().with_context(|| format!("{flag} needs a value; {usage}"))?;
         match flag.as_str() {
             "--bin" => o.bins.push(value.into()),
@@ -51,8 +57,9 @@ fn options(extra: &[String]) -> Result<Options> {
     Ok(o)
 }
 
-/// `cargo xtask instructions [--bin PATH]... [--warm N] [--messages N] [--store URL]`: without `--bin`,
-/// builds and counts `target/release/tiny-harness`.
+/// `cargo xtask instructions [--bin PATH]... [--warm N] [--messages N] [--store URL] [--keep]`: without
+/// `--bin`, builds and counts `target/release/tiny-harness`; `--keep` leaves each run's dump
+/// (printed) for `callgrind_annotate`.
 pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
     let mut o = options(extra)?;
     for tool in ["valgrind", "callgrind_control"] {
@@ -81,7 +88,13 @@ pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
     if let Some(mut server) = server {
         server.stop().await;
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if o.keep {
+        for i in 0..o.bins.len() {
+            println!("kept: {}", dir.join(format!("run-{i}/callgrind.out.1")).display());
+        }
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }
 
@@ -157,7 +170,8 @@ mod tests {
         assert_eq!(total_instructions("events: Ir\n"), None);
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let o = options(&args(&["--bin", "a", "--bin", "b", "--messages", "7"])).unwrap();
-        assert_eq!((o.bins.len(), o.warm, o.messages, o.store), (2, 60, 7, None));
+        assert_eq!((o.bins.len(), o.warm, o.messages, o.store, o.keep), (2, 60, 7, None, false));
+        assert!(options(&args(&["--keep", "--messages", "3"])).unwrap().keep);
         let o = options(&args(&["--store", "postgres://u@h/db"])).unwrap();
         assert_eq!(o.store.as_deref(), Some("postgres://u@h/db"));
         assert!(options(&args(&["--messages", "0"])).is_err());
