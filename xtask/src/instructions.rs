@@ -73,12 +73,13 @@ pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("tiny-harness-instructions-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let (server, address) = temporal(&dir).await?;
-    let mut counts = Vec::new();
+    let (mut counts, mut dumps) = (Vec::new(), Vec::new());
     for (i, bin) in o.bins.iter().enumerate() {
-        let per_message = count(bin, &dir.join(format!("run-{i}")), &address, &o)
+        let (per_message, dump) = count(bin, &dir.join(format!("run-{i}")), &address, &o)
             .await
             .with_context(|| format!("counting {}", bin.display()))?;
         counts.push(per_message);
+        dumps.push(dump);
     }
     println!("| binary | instructions per message | against the first |");
     println!("|---|---|---|");
@@ -89,8 +90,8 @@ pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
         server.stop().await;
     }
     if o.keep {
-        for i in 0..o.bins.len() {
-            println!("kept: {}", dir.join(format!("run-{i}/callgrind.out.1")).display());
+        for dump in &dumps {
+            println!("kept: {}", dump.display());
         }
     } else {
         let _ = std::fs::remove_dir_all(&dir);
@@ -99,8 +100,8 @@ pub(crate) async fn instructions(extra: &[String]) -> Result<()> {
 }
 
 /// The instructions per message of one binary: every thread's, summed over the dump that
-/// ends the counted messages.
-async fn count(bin: &Path, dir: &Path, address: &str, o: &Options) -> Result<f64> {
+/// ends the counted messages; and that dump's path.
+async fn count(bin: &Path, dir: &Path, address: &str, o: &Options) -> Result<(f64, PathBuf)> {
     let (warm, messages) = (o.warm, o.messages);
     // A TOML string: the URL as JSON writes it (the same escapes).
     let store = o.store.as_ref().map(|url| format!("[store]\nurl = {}\n", json!(url))).unwrap_or_default();
@@ -141,7 +142,7 @@ async fn count(bin: &Path, dir: &Path, address: &str, o: &Options) -> Result<f64
     let dump = dir.join("callgrind.out.1");
     let text = std::fs::read_to_string(&dump).with_context(|| format!("no dump at {}", dump.display()))?;
     let total = total_instructions(&text).with_context(|| format!("no totals in {}", dump.display()))?;
-    Ok(total as f64 / messages as f64)
+    Ok((total as f64 / messages as f64, dump))
 }
 
 fn control(pid: &str, args: &[&str]) -> Result<()> {
