@@ -101,6 +101,38 @@ async fn running_harness_serves_at_its_prefix_and_the_card_carries_the_public_ur
     assert!(reqwest::get(format!("{address}/agents/helper/.well-known/agent-card.json")).await.is_err(), "stopped");
 }
 
+/// `Harness::serve` runs its accept loop as a task of the runtime (issue 31); a host that
+/// drops the `serve` future (a `select!` that took another branch) still closes the port.
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_serve_future_stops_accepting() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = Harness::new(config(dir.path())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let served = harness.clone();
+    let serving = tokio::spawn(async move { served.serve(listener, std::future::pending()).await });
+    let mut card = None;
+    for _ in 0..200 {
+        match reqwest::get(format!("{base}/.well-known/agent-card.json")).await {
+            Ok(r) => {
+                card = Some(r.status().as_u16());
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert_eq!(card, Some(200), "served");
+    serving.abort();
+    let _ = serving.await;
+    let after = reqwest::Client::new()
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await;
+    assert!(after.is_err(), "still accepting after the serve future was dropped: {after:?}");
+    harness.stop().await;
+}
+
 #[test]
 fn a_prefix_that_disagrees_with_base_url_is_a_config_error_naming_both() {
     let dir = tempfile::tempdir().unwrap();

@@ -554,9 +554,26 @@ impl Harness {
             per_client: server.max_connections_per_client,
             proxies: self.inner.proxies.clone(),
         };
-        let served = crate::accept::serve_connections(listener, app, caps, shutdown).await;
+        // The accept loop runs as a task of the runtime, not on the thread that awaits
+        // `serve` (the CLI's main thread): a connection's task then starts on the worker
+        // thread that accepted it, with no wake-up of another thread per connection
+        // (issue 31, docs/performance.md). Dropping this future still ends the loop.
+        let mut accepting = AbortOnDrop(tokio::spawn(crate::accept::serve_connections(listener, app, caps, shutdown)));
+        let served = match (&mut accepting.0).await {
+            Ok(served) => served.map_err(|e| format!("the server failed: {e}")),
+            Err(e) => Err(format!("the server's accept loop ended: {e}")),
+        };
         self.stop().await;
-        served.map_err(|e| HarnessError::Worker(format!("the server failed: {e}")))
+        served.map_err(HarnessError::Worker)
+    }
+}
+
+/// Aborts its task when dropped: a spawned task otherwise outlives the future that awaited it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
