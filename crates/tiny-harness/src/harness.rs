@@ -558,22 +558,15 @@ impl Harness {
         // `serve` (the CLI's main thread): a connection's task then starts on the worker
         // thread that accepted it, with no wake-up of another thread per connection
         // (issue 31, docs/performance.md). Dropping this future still ends the loop.
-        let mut accepting = AbortOnDrop(tokio::spawn(crate::accept::serve_connections(listener, app, caps, shutdown)));
-        let served = match (&mut accepting.0).await {
+        let accepting = tokio::spawn(crate::accept::serve_connections(listener, app, caps, shutdown));
+        let abort = accepting.abort_handle();
+        let _abort_if_dropped = crate::worker::OnDrop(Some(move || abort.abort()));
+        let served = match accepting.await {
             Ok(served) => served.map_err(|e| format!("the server failed: {e}")),
             Err(e) => Err(format!("the server's accept loop ended: {e}")),
         };
         self.stop().await;
         served.map_err(HarnessError::Worker)
-    }
-}
-
-/// Aborts its task when dropped: a spawned task otherwise outlives the future that awaited it.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -229,7 +229,7 @@ pub(crate) async fn start_worker_thread(
 }
 
 /// Calls its function when dropped.
-struct OnDrop<F: FnOnce()>(Option<F>);
+pub(crate) struct OnDrop<F: FnOnce()>(pub(crate) Option<F>);
 
 impl<F: FnOnce()> Drop for OnDrop<F> {
     fn drop(&mut self) {
